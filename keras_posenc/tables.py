@@ -165,7 +165,7 @@ def _sincos(positions, consts):
     sin_t = theta - theta * theta2 * (1.0 / 6.0)
     versine = theta2 * (0.5 - theta2 * (1.0 / 24.0))  # 1 - cos(theta)
     sin_hi, sin_lo, cos_hi, cos_lo = tf.unstack(
-        tf.gather(_TURN_TABLE, step), axis=-1
+        tf.gather(_TURN_TABLE, step), num=4, axis=-1
     )
     sin = sin_hi + (sin_lo + (cos_hi * sin_t - sin_hi * versine))
     cos = cos_hi + (cos_lo - (sin_hi * sin_t + cos_hi * versine))
@@ -211,13 +211,35 @@ def _table_function(depth, max_wavelength, layout, dtype):
     """One `tf.function` per option set, traced once for every length."""
     scalar = tf.TensorSpec([], tf.int32)
 
-    @tf.function(input_signature=[scalar, scalar])
+    @tf.function(input_signature=[scalar, scalar], autograph=False)
     def table(length, start_index):
         return tf.cast(
             _encode_range(start_index, length, depth, max_wavelength, layout), dtype
         )
 
     return table
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(depth, max_wavelength, layout):
+    """Graph versions of the encoders, for eager callers.
+
+    An eager caller runs the whole encoder as one function call instead of
+    some fifty eager ops; traced once per input rank, not per length.
+    """
+    options = dict(depth=depth, max_wavelength=max_wavelength, layout=layout)
+    return (
+        tf.function(
+            functools.partial(_encode_range, **options),
+            reduce_retracing=True,
+            autograph=False,
+        ),
+        tf.function(
+            functools.partial(_encode_positions, **options),
+            reduce_retracing=True,
+            autograph=False,
+        ),
+    )
 
 
 def _scalar_int(name, value):
