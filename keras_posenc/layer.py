@@ -179,6 +179,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def build(self, input_shape):
         self._depth = self._resolve_depth(input_shape)
+        # Kept so that a bare built layer can be exported with its input shape.
+        self._posenc_input_shape = tuple(tf.TensorShape(input_shape).as_list())
         if self.mode == "lookup":
             # Built eagerly even when Keras builds the layer inside a graph.
             with tf.init_scope():
