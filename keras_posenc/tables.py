@@ -202,8 +202,11 @@ def _encode_range(start, length, depth, max_wavelength, layout):
     cos = tf.gather(cos, consts.column_freq, axis=-1)[..., None, :]
     # Angle addition: f(q + l) = f(l) cos(q w) + f'(l) sin(q w).
     table = consts.fine_u * cos + consts.fine_v * sin
-    shape = tf.concat([tf.shape(start), [coarse_rows * FINE_ROWS, depth]], axis=0)
-    return tf.reshape(table, shape)[..., :length, :]
+    leading = tf.shape(start)
+    table = tf.reshape(table, tf.concat([leading, [coarse_rows * FINE_ROWS, depth]], 0))
+    # tf.slice, not [..., :length]: TFLite has no builtin for ellipsis slices.
+    size = tf.concat([leading, [length, depth]], 0)
+    return tf.slice(table, tf.zeros_like(size), size)
 
 
 @functools.lru_cache(maxsize=64)
