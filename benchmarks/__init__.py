@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks.forward`, `python -m benchmarks.precision`."""
