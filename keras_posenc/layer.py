@@ -203,9 +203,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
                 "a floating tensor with merge='add'",
                 f"<tensor dtype={inputs.dtype.name}>",
             )
-        shape = tf.shape(inputs)
-        length = shape[1]
         static_length = inputs.shape[1]
+        # A Python int when known: eager `tf.shape(x)[1]` costs a slice op.
+        length = static_length if static_length is not None else tf.shape(inputs)[1]
         if positions is not None:
             encoding = self._encode_positions(self._check_positions(positions, static_length))
         else:
@@ -224,7 +224,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             if self.scale_inputs:
                 inputs = inputs * tf.cast(math.sqrt(self._depth), inputs.dtype)
             return inputs + encoding
-        full = tf.stack([shape[0], length, self._depth])
+        full = tf.stack([tf.shape(inputs)[0], length, self._depth])
         encoding = tf.broadcast_to(encoding, full)
         if self.merge == "concat":
             return tf.concat([inputs, encoding], axis=-1)
@@ -293,6 +293,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def _compute_range(self, start, length):
         if tf.executing_eagerly():
+            # A tensor length: one trace serves every length.
+            length = tf.constant(length, tf.int32)
             return tables._compiled(*self._options())[0](start, length)
         return tables._encode_range(start, length, *self._options())
 
@@ -313,15 +315,15 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             end = int(start_value) + static_length
             if end > limit:
                 return self._out_of_range(end - 1, start, length)
-            return self._table[int(start_value) : end]
+            return tf.slice(self._table, [int(start_value), 0], [static_length, -1])
         end = start + length
         in_range = tf.logical_and(start >= 0, end <= limit)
+
+        def rows():
+            return tf.slice(self._table, tf.stack([start, 0]), tf.stack([length, -1]))
+
         if self.out_of_range == "extend":
-            return tf.cond(
-                in_range,
-                lambda: self._table[start:end],
-                lambda: self._compute_range(start, length),
-            )
+            return tf.cond(in_range, rows, lambda: self._compute_range(start, length))
 
         def fail():
             message = self._range_message("<runtime>")
@@ -329,7 +331,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             with tf.control_dependencies([check]):
                 return tf.fill(tf.stack([length, self._depth]), _NAN)
 
-        return tf.cond(in_range, lambda: self._table[start:end], fail)
+        return tf.cond(in_range, rows, fail)
 
     def _encode_positions(self, positions):
         """Explicit positions `[L]` or `[B, L]`: `positions.shape + [depth]`."""
