@@ -158,8 +158,10 @@ def _child(args):
 def peak_memory(shape, names):
     """Peak RSS growth of one `tf.function` forward, MiB, per configuration."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # Large blocks always mmapped, so a freed buffer cannot hide an allocation.
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", TF_CPP_MIN_LOG_LEVEL="3")
+    # oneDNN's pooled CPU allocator would hand out memory freed earlier, and
+    # glibc could reuse freed heap: with both off, every buffer shows in RSS.
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", TF_ENABLE_ONEDNN_OPTS="0",
+               TF_CPP_MIN_LOG_LEVEL="3")
 
     def run(name):
         command = [sys.executable, "-m", "benchmarks.forward", "--child", name, *map(str, shape)]

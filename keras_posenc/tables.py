@@ -58,6 +58,11 @@ class _Constants:
     fine_u: np.ndarray  # float32 [K, depth]: PE(l) for l < K
     fine_v: np.ndarray  # float32 [K, depth]: d PE(l) / d(angle)
 
+    @property
+    def column_turns(self):
+        """The turn splits of every output column's frequency, [3, depth] each."""
+        return tuple(t[:, self.column_freq] for t in (self.turn_hi, self.turn_mid, self.turn_lo))
+
 
 def _frequencies_in_turns(depth, max_wavelength):
     """``w_i / (2 pi)`` for every sine channel, as 50-digit Decimals."""
@@ -137,29 +142,34 @@ def _quarter_table():
 _TURN_TABLE = _quarter_table()  # float32 [257, 4]: sin hi, sin lo, cos hi, cos lo
 
 
-def _sincos(positions, consts):
-    """sin and cos of ``positions * w_i`` for every frequency.
+def _sincos(positions, turn_hi, turn_mid, turn_lo):
+    """sin and cos of ``positions * w`` for a vector of frequencies ``w``.
 
     Args:
         positions: int32 tensor of any shape.
-        consts: `_Constants` for the frequencies.
+        turn_hi, turn_mid, turn_lo: the `_Constants` splits of ``w`` (or a
+            selection of their columns), shape ``[3, m]``.
 
     Returns:
-        Two float32 tensors of shape ``positions.shape + [n]``.
+        Two float32 tensors of shape ``positions.shape + [m]``.
     """
-    p = positions[..., None]
-    chunks = [
-        tf.math.floormod(p, 4096),
-        tf.math.floormod(tf.math.floordiv(p, 4096), 4096),
-        tf.math.floordiv(p, 4096 * 4096),
-    ]
+    p = positions[..., None, None]
+    # 12-bit chunks of the position, stacked on an axis of 3: [..., 3, 1].
+    chunks = tf.concat(
+        [
+            tf.math.floormod(p, 4096),
+            tf.math.floormod(tf.math.floordiv(p, 4096), 4096),
+            tf.math.floordiv(p, 4096 * 4096),
+        ],
+        axis=-2,
+    )
     # Integer phase in units of 2**-24 turns: every product is below 2**24.
-    hi = sum(c * consts.turn_hi[k] for k, c in enumerate(chunks))
-    mid = sum(c * consts.turn_mid[k] for k, c in enumerate(chunks))
+    hi = tf.reduce_sum(chunks * turn_hi, axis=-2)
+    mid = tf.reduce_sum(chunks * turn_mid, axis=-2)
     phase = tf.math.floormod(tf.math.floormod(hi, 4096) * 4096 + mid, 2**24)
     step = tf.math.floordiv(phase + 2**15, 2**16)  # nearest 1/256 turn
     rest_int = phase - step * 2**16  # [-2**15, 2**15)
-    rest = sum(tf.cast(c, tf.float32) * consts.turn_lo[k] for k, c in enumerate(chunks))
+    rest = tf.reduce_sum(tf.cast(chunks, tf.float32) * turn_lo, axis=-2)
     theta = (tf.cast(rest_int, tf.float32) * 2.0**-24 + rest) * _TWO_PI_F32
     theta2 = theta * theta
     sin_t = theta - theta * theta2 * (1.0 / 6.0)
@@ -175,7 +185,7 @@ def _sincos(positions, consts):
 def _encode_positions(positions, depth, max_wavelength, layout):
     """Encodings of arbitrary int32 positions: ``positions.shape + [depth]``."""
     consts = _constants(depth, max_wavelength, layout)
-    sin, cos = _sincos(positions, consts)
+    sin, cos = _sincos(positions, consts.turn_hi, consts.turn_mid, consts.turn_lo)
     both = tf.concat([sin, cos], axis=-1)
     # Column c reads sin (index f) or cos (index n + f) of its frequency f.
     n = (depth + 1) // 2
@@ -196,10 +206,9 @@ def _encode_range(start, length, depth, max_wavelength, layout):
     consts = _constants(depth, max_wavelength, layout)
     coarse_rows = tf.math.floordiv(length + FINE_ROWS - 1, FINE_ROWS)
     coarse = start[..., None] + FINE_ROWS * tf.range(coarse_rows)
-    sin, cos = _sincos(coarse, consts)
     # sin/cos of each column's frequency at the coarse positions.
-    sin = tf.gather(sin, consts.column_freq, axis=-1)[..., None, :]
-    cos = tf.gather(cos, consts.column_freq, axis=-1)[..., None, :]
+    sin, cos = _sincos(coarse, *consts.column_turns)
+    sin, cos = sin[..., None, :], cos[..., None, :]
     # Angle addition: f(q + l) = f(l) cos(q w) + f'(l) sin(q w).
     table = consts.fine_u * cos + consts.fine_v * sin
     leading = tf.shape(start)
