@@ -26,6 +26,7 @@ import tensorflow as tf  # noqa: E402
 
 import keras_posenc  # noqa: E402
 from benchmarks._common import machine, write_json  # noqa: E402
+from benchmarks.precision import reference  # noqa: E402
 
 SHAPES = [  # (batch, length, depth, start_index)
     (1, 128, 512, 0),
@@ -118,9 +119,7 @@ def table_build(length=65536, depth=1024, reps=5):
     keras_posenc.sinusoidal_table(length, depth)  # trace once
 
     def numpy_formula():
-        omega = 10000.0 ** (-2.0 * (np.arange(depth) // 2) / depth)
-        angle = np.arange(length, dtype=np.float64)[:, None] * omega
-        return np.where(np.arange(depth) % 2 == 0, np.sin(angle), np.cos(angle)).astype(np.float32)
+        return reference(np.arange(length), depth).astype(np.float32)
 
     ours = statistics.median(_timed(lambda: keras_posenc.sinusoidal_table(length, depth)) for _ in range(reps))
     ref = statistics.median(_timed(numpy_formula) for _ in range(max(1, reps // 2)))

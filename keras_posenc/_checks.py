@@ -6,6 +6,7 @@ Every check raises as early as possible with the Keras-style message
 
 import math
 import numbers
+import os
 
 import tensorflow as tf
 
@@ -62,6 +63,15 @@ def floating_dtype(value):
     if dtype is None or not dtype.is_floating:
         raise invalid("dtype", "a floating dtype such as 'float32'", value)
     return dtype
+
+
+def refuse_to_replace(path, overwrite):
+    """Raises `FileExistsError` if `path` exists and `overwrite` is false."""
+    if os.path.lexists(path) and not overwrite:
+        raise FileExistsError(
+            f"Refusing to replace the existing path {os.path.abspath(path)!r}. "
+            "Pass overwrite=True (or --overwrite) to replace it."
+        )
 
 
 def position_range(start, length):

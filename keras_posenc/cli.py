@@ -93,12 +93,9 @@ def _export(args):
 
 def _plot(args):
     from keras_posenc import plot
+    from keras_posenc._checks import refuse_to_replace
 
-    if os.path.lexists(args.out) and not args.overwrite:
-        raise FileExistsError(
-            f"Refusing to replace the existing path {os.path.abspath(args.out)!r}. "
-            "Pass --overwrite to replace it."
-        )
+    refuse_to_replace(args.out, args.overwrite)
     draw = {"heatmap": plot.heatmap, "wavelengths": plot.wavelengths,
             "similarity": plot.similarity}[args.kind]
     options = {"depth": args.depth, "max_wavelength": args.max_wavelength}

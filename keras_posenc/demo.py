@@ -107,15 +107,13 @@ def _size(path):
 
 def run(out_dir, seconds=6.0, overwrite=False, verbose=1):
     """Trains, exports, reloads apart, compares. Returns the report dict."""
+    from keras_posenc._checks import refuse_to_replace
     from keras_posenc._keras import keras
     from keras_posenc.export import export_saved_model
 
     out_dir = os.path.abspath(out_dir)
     export_dir = os.path.join(out_dir, "saved_model")
-    if os.path.lexists(out_dir) and not overwrite:
-        raise FileExistsError(
-            f"Refusing to replace the existing path {out_dir!r}. Pass --overwrite to replace it."
-        )
+    refuse_to_replace(out_dir, overwrite)
     keras.utils.set_random_seed(0)
     model = build_model(keras)
     started = time.perf_counter()

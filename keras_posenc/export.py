@@ -25,11 +25,7 @@ def _atomic_directory(path, overwrite):
     replaced with `overwrite=True`.
     """
     path = os.path.abspath(os.fspath(path))
-    if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(
-            f"Refusing to replace the existing path {path!r}. "
-            "Pass overwrite=True (or --overwrite) to replace it."
-        )
+    _checks.refuse_to_replace(path, overwrite)
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)

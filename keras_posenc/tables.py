@@ -57,11 +57,7 @@ class _Constants:
     column_is_sin: np.ndarray  # bool [depth]
     fine_u: np.ndarray  # float32 [K, depth]: PE(l) for l < K
     fine_v: np.ndarray  # float32 [K, depth]: d PE(l) / d(angle)
-
-    @property
-    def column_turns(self):
-        """The turn splits of every output column's frequency, [3, depth] each."""
-        return tuple(t[:, self.column_freq] for t in (self.turn_hi, self.turn_mid, self.turn_lo))
+    column_turns: tuple  # (hi, mid, lo) of each column's frequency, [3, depth] each
 
 
 def _frequencies_in_turns(depth, max_wavelength):
@@ -126,6 +122,7 @@ def _constants(depth, max_wavelength, layout):
         column_is_sin=column_is_sin,
         fine_u=fine_u.astype(np.float32),
         fine_v=fine_v.astype(np.float32),
+        column_turns=tuple(t[:, column_freq] for t in (hi, mid, lo)),
     )
 
 

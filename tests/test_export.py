@@ -11,7 +11,7 @@ import tensorflow as tf
 from conftest import LEGACY, keras, reference
 
 import keras_posenc
-from keras_posenc import SinusoidalPositionEncoding, cli, export_saved_model
+from keras_posenc import SinusoidalPositionEncoding, cli, demo, export_saved_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIONS = [
@@ -89,37 +89,14 @@ def test_tf_keras_saved_model_restores_the_real_layer(tmp_path, mode):
         np.testing.assert_allclose(restored(x).numpy(), model(x).numpy(), atol=0)
 
 
-# Loads a SavedModel with keras_posenc made unimportable, like a serving host.
-_NO_PACKAGE = textwrap.dedent(
-    """
-    import sys
-    sys.modules["keras_posenc"] = None
-    import numpy as np, tensorflow as tf
-    loaded = tf.saved_model.load(sys.argv[1])
-    serve = loaded.signatures["serving_default"]
-    (name,) = serve.structured_input_signature[1]
-    x = np.load(sys.argv[2])
-    (y,) = serve(**{name: tf.constant(x)}).values()
-    np.save(sys.argv[3], y.numpy())
-    """
-)
-
-
-def _run_without_package(export_dir, x, tmp_path):
-    np.save(tmp_path / "x.npy", x)
-    subprocess.run(
-        [sys.executable, "-c", _NO_PACKAGE, export_dir, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
-        check=True, cwd=tmp_path, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-    )
-    return np.load(tmp_path / "y.npy")
-
-
 @pytest.mark.parametrize("mode", ["compute", "lookup"])
 def test_saved_model_loads_where_keras_posenc_is_missing(tmp_path, mode):
     model = _model(mode=mode, **({"max_length": 64} if mode == "lookup" else {}))
     path = export_saved_model(model, tmp_path / "export")
     x = _x(3, 17)
-    np.testing.assert_allclose(_run_without_package(path, x, tmp_path), model(x).numpy(), atol=0)
+    # The demo's reload: a fresh process where importing keras_posenc fails.
+    reloaded = demo.reload_in_fresh_process(path, x, str(tmp_path))
+    np.testing.assert_allclose(reloaded, model(x).numpy(), atol=0)
 
 
 def test_committed_reference_export_still_loads():

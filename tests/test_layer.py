@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import LAYOUTS, LEGACY, keras, reference
+from conftest import LAYOUTS, keras, reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
