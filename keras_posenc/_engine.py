@@ -1,0 +1,153 @@
+"""The exact sin/cos engine, written once against `keras.ops` (int32, float32).
+
+Vaswani et al., "Attention Is All You Need" (2017), section 3.5, and every
+rotary embedding, need ``sin(p * w)`` and ``cos(p * w)`` for integer
+positions ``p``. The usual float32 code forms ``p * w`` in float32 and
+loses about ``p * 2**-24`` radians (0.06 at position 2**20). Here no angle
+is ever rounded:
+
+1. A position ``q`` (int32, negative too) is split into 12-bit chunks;
+   int32 products of the chunks with host-split constants give the phase
+   ``q * f mod 1`` exactly, in units of 2**-24 turns (`_phase_constants`).
+2. The phase is rounded to the nearest 1/256 turn ``j``; sin and cos of
+   ``2 pi j / 256`` come from a hi+lo float32 table, and the small rest
+   (below 0.013 rad) enters through short Taylor series: within 3.3e-8.
+3. Every position ``p`` is ``q + l`` with ``q = 64 * floor(p / 64)`` and
+   ``0 <= l < 64``; its value is ``u[l] * cos(q w) + v[l] * sin(q w)`` with a
+   constant fine table ``u, v``. Contiguous rows compute ``q`` once per 64
+   rows (three float32 operations per output value); explicit positions
+   use the same coarse and fine rows, so a position's encoding is the same
+   bits whichever way it is asked for (full call, decoding step, offsets,
+   lookup table).
+
+On TensorFlow the ops are TF ops (a SavedModel holds no Python, TFLite
+converts with builtins only); on JAX they run under `jax.jit`; on torch,
+eagerly. The graph has no float64 op.
+"""
+
+import functools
+
+import numpy as np
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._phase_constants import (
+    FINE_ROWS,
+    TURN_TABLE,
+    PhaseConstants,
+    sinusoidal_constants,
+)
+
+_TWO_PI = 2.0 * np.pi
+
+
+def _sincos(q, consts):
+    """sin and cos of ``q * w_c`` for every column: ``q.shape + [C]`` each."""
+    q = q[..., None]
+    chunks = (
+        ops.mod(q, 4096),
+        ops.mod(ops.floor_divide(q, 4096), 4096),
+        ops.floor_divide(q, 4096 * 4096),  # in [-128, 128): signed
+    )
+    hi = mid = rest = None
+    for k, chunk in enumerate(chunks):
+        # Every product is below 2**23 in magnitude: int32 is exact.
+        h = ops.multiply(chunk, consts.turn_hi[k])
+        m = ops.multiply(chunk, consts.turn_mid[k])
+        r = ops.multiply(ops.cast(chunk, "float32"), consts.turn_lo[k])
+        hi, mid, rest = (h, m, r) if k == 0 else (hi + h, mid + m, rest + r)
+    phase = ops.mod(ops.mod(hi, 4096) * 4096 + mid, 2**24)
+    step = ops.floor_divide(phase + 2**15, 2**16)  # nearest 1/256 turn
+    rest_int = phase - step * 2**16  # in [-2**15, 2**15)
+    # Python floats: every backend keeps them float32 next to a float32 tensor.
+    theta = (ops.cast(rest_int, "float32") * 2.0**-24 + rest) * _TWO_PI
+    theta2 = theta * theta
+    sin_t = theta - theta * theta2 * (1.0 / 6.0)
+    versine = theta2 * (0.5 - theta2 * (1.0 / 24.0))
+    sin_hi, sin_lo, cos_hi, cos_lo = ops.unstack(
+        ops.take(TURN_TABLE, step, axis=0), num=4, axis=-1
+    )
+    sin = sin_hi + (sin_lo + (cos_hi * sin_t - sin_hi * versine))
+    cos = cos_hi + (cos_lo - (sin_hi * sin_t + cos_hi * versine))
+    return sin, cos
+
+
+def _combine(fine_u, fine_v, sin, cos):
+    """Angle addition: value at ``q + l`` from the coarse row at ``q``."""
+    return ops.add(ops.multiply(fine_u, cos), ops.multiply(fine_v, sin))
+
+
+def range_rows(consts, start, length):
+    """Rows for positions ``start + [0, length)``: float32 ``[length, C]``.
+
+    Args:
+        consts: a `PhaseConstants`.
+        start: int32 scalar tensor.
+        length: int or int32 scalar tensor, `>= 0`.
+    """
+    offset = ops.mod(start, FINE_ROWS)
+    if isinstance(length, int):
+        # Static (JAX needs it): enough coarse rows for any offset.
+        coarse_count = (length + 2 * FINE_ROWS - 2) // FINE_ROWS
+    else:
+        coarse_count = ops.floor_divide(offset + length + FINE_ROWS - 1, FINE_ROWS)
+    coarse = (start - offset) + FINE_ROWS * ops.arange(coarse_count, dtype="int32")
+    sin, cos = _sincos(coarse, consts)
+    table = _combine(consts.fine_u, consts.fine_v, sin[:, None, :], cos[:, None, :])
+    table = ops.reshape(table, (-1, consts.width))
+    return ops.slice(table, ops.stack([offset, 0]), (length, consts.width))
+
+
+def position_rows(consts, positions):
+    """Rows for explicit int32 positions: float32 ``positions.shape + [C]``."""
+    fine = ops.mod(positions, FINE_ROWS)
+    sin, cos = _sincos(positions - fine, consts)
+    fine_u = ops.take(consts.fine_u, fine, axis=0)
+    fine_v = ops.take(consts.fine_v, fine, axis=0)
+    return _combine(fine_u, fine_v, sin, cos)
+
+
+class Encoder:
+    """The engine bound to one set of columns, compiled for eager callers.
+
+    Eager callers run one compiled function (a `tf.function` or `jax.jit`)
+    instead of some fifty eager ops; inside a trace the ops are inlined.
+
+    Args:
+        consts: a `PhaseConstants`.
+    """
+
+    def __init__(self, consts: PhaseConstants):
+        self.consts = consts
+        self._range = _backend.compile_function(
+            functools.partial(range_rows, consts), static_argnums=(1,)
+        )
+        self._positions = _backend.compile_function(
+            functools.partial(position_rows, consts)
+        )
+
+    @property
+    def width(self):
+        return self.consts.width
+
+    def rows(self, start, length):
+        """float32 ``[length, C]`` for positions ``start + [0, length)``.
+
+        Args:
+            start: int32 scalar tensor (or Python int).
+            length: int, or an int32 scalar tensor inside a TF graph.
+        """
+        return self._range(ops.convert_to_tensor(start, "int32"), length)
+
+    def at(self, positions):
+        """float32 ``positions.shape + [C]`` for int32 `positions`."""
+        positions = ops.convert_to_tensor(positions, "int32")
+        # Flat, so that one compiled function serves every rank and shape.
+        flat = self._positions(ops.reshape(positions, (-1,)))
+        return ops.reshape(flat, (*ops.shape(positions), self.width))
+
+
+@functools.lru_cache(maxsize=64)
+def sinusoidal_encoder(depth, max_wavelength, layout):
+    """The cached `Encoder` of the sinusoidal table for one option set."""
+    return Encoder(sinusoidal_constants(depth, max_wavelength, layout))
