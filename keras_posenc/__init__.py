@@ -1,18 +1,22 @@
-"""keras_posenc: the sinusoidal positional encoding of Vaswani et al. (2017), exact.
+"""keras_posenc: exact sinusoidal position encodings for Keras 3.
 
-https://arxiv.org/abs/1706.03762, section 3.5.
+The encoding of Vaswani et al., "Attention Is All You Need" (2017),
+section 3.5 (https://arxiv.org/abs/1706.03762), exact to float32 rounding
+on TensorFlow, JAX and PyTorch.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-from keras_posenc.export import export_saved_model
+from keras_posenc.export import export_encoder, export_saved_model
 from keras_posenc.layer import SinusoidalPositionEncoding
-from keras_posenc.tables import positional_encoding, sinusoidal_table
+from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
 
 __all__ = [
     "SinusoidalPositionEncoding",
     "__version__",
+    "export_encoder",
     "export_saved_model",
+    "frequencies",
     "positional_encoding",
     "sinusoidal_table",
 ]

@@ -5,6 +5,8 @@ decides how an engine function is compiled for eager callers and how a
 caller can see a tensor's value before running anything.
 """
 
+import contextlib
+
 import numpy as np
 from keras import backend, ops
 
@@ -41,6 +43,19 @@ def compile_function(fn, static_argnums=()):
     return fn
 
 
+def eager_scope():
+    """A context where ops run now, even inside a trace (to build constants)."""
+    if NAME == "tensorflow":
+        import tensorflow as tf
+
+        return tf.init_scope()
+    if NAME == "jax":
+        import jax
+
+        return jax.ensure_compile_time_eval()
+    return contextlib.nullcontext()
+
+
 def static_value(x):
     """`x` as a numpy array when its value is known now, else `None`.
 
@@ -65,6 +80,11 @@ def static_value(x):
         if isinstance(x, torch.Tensor):
             return x.detach().cpu().numpy()
     return ops.convert_to_numpy(x)
+
+
+def is_tensor(x):
+    """Whether `x` is a backend tensor (not a Python or symbolic dimension)."""
+    return ops.is_tensor(x)
 
 
 def in_graph():

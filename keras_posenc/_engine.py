@@ -86,8 +86,9 @@ def range_rows(consts, start, length):
         length: int or int32 scalar tensor, `>= 0`.
     """
     offset = ops.mod(start, FINE_ROWS)
-    if isinstance(length, int):
-        # Static (JAX needs it): enough coarse rows for any offset.
+    if not _backend.is_tensor(length):
+        # Static, or symbolic under jax2tf (JAX needs it): enough coarse rows
+        # for any offset.
         coarse_count = (length + 2 * FINE_ROWS - 2) // FINE_ROWS
     else:
         coarse_count = ops.floor_divide(offset + length + FINE_ROWS - 1, FINE_ROWS)
@@ -151,3 +152,17 @@ class Encoder:
 def sinusoidal_encoder(depth, max_wavelength, layout):
     """The cached `Encoder` of the sinusoidal table for one option set."""
     return Encoder(sinusoidal_constants(depth, max_wavelength, layout))
+
+
+def nan_where_invalid(rows, ok):
+    """NaN rows where `ok` is False (positions that cannot be encoded).
+
+    `ok` is `None` (every position was checked eagerly) or a boolean tensor
+    of the positions' shape; it only matters where assertions cannot run
+    (XLA, `jax.jit`): a wrong position then never gives a plausible row.
+    """
+    if ok is None:
+        return rows
+    extra = len(rows.shape) - len(ok.shape)
+    ok = ops.reshape(ok, (*ops.shape(ok), *([1] * extra)))
+    return ops.where(ok, rows, float("nan"))

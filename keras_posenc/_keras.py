@@ -1,24 +1,26 @@
-"""The Keras that `tf.keras` means: Keras 3, or tf-keras under TF_USE_LEGACY_KERAS.
+"""The Keras the layers subclass: Keras 3 (any backend), or tf-keras.
 
-The layer is written once against the API common to both; the test suite
-runs twice, once per Keras.
+The maths always use Keras 3's `keras.ops`. Under `TF_USE_LEGACY_KERAS=1`
+the layers subclass tf-keras instead, which needs Keras 3's TensorFlow
+backend so that `keras.ops` produce TF tensors.
 """
 
 import os
 
+import keras as keras3
+
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
 
 if LEGACY:
+    if keras3.backend.backend() != "tensorflow":
+        raise ImportError(
+            "TF_USE_LEGACY_KERAS=1 (tf-keras) needs the TensorFlow backend of Keras 3 "
+            "for keras.ops. Received: "
+            f"KERAS_BACKEND={keras3.backend.backend()!r}. Set KERAS_BACKEND=tensorflow."
+        )
     import tf_keras as keras
 else:
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        raise ImportError(
-            "keras_posenc builds its tables with TensorFlow ops and needs the "
-            "TensorFlow backend of Keras 3. Received: "
-            f"KERAS_BACKEND={keras.backend.backend()!r}. Set KERAS_BACKEND=tensorflow."
-        )
+    keras = keras3
 
 
 def output_shape(dims):

@@ -73,6 +73,13 @@ def sinusoidal_turns(depth, max_wavelength):
         )
 
 
+def radians_of(turns):
+    """float64 angular frequencies ``2 pi f``, rounded once from the exact turns."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = _digits_for(max((abs(t) for t in turns), default=0))
+        return np.array([float(2 * _PI * t) for t in turns], np.float64)
+
+
 def turns_of(angular_frequencies):
     """Exact turns per position of frequencies given in radians per position.
 

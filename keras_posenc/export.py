@@ -1,46 +1,31 @@
-"""Atomic SavedModel export, and the standalone encoder module.
+"""SavedModel exports: a model (or layer), or a standalone encoder module.
 
-A SavedModel written here holds only TensorFlow ops: it loads with
-`tf.saved_model.load`, `keras.layers.TFSMLayer` or TF Serving where
-keras_posenc is not installed.
+A SavedModel written here holds TensorFlow ops only (on JAX, the jax2tf
+lowering of the same engine): it loads with `tf.saved_model.load`,
+`keras.layers.TFSMLayer` or TF Serving where keras_posenc is not installed.
+Both writers are atomic (`_files.atomic_directory`): the export is staged
+in a sibling directory and published with one rename, an existing path is
+replaced only with `overwrite=True` and only if it is a SavedModel.
 """
 
-import contextlib
 import os
-import shutil
-import tempfile
 
-import tensorflow as tf
-
-from keras_posenc import _checks
+from keras_posenc import _backend, _checks, _engine, _files
 from keras_posenc._keras import LEGACY, keras
-from keras_posenc.layer import SinusoidalPositionEncoding
+from keras_posenc._rows import ComputedRows, LookupTable
+
+# Keras 3 writes a SavedModel from these backends (`model.export`).
+EXPORT_BACKENDS = ("tensorflow", "jax")
 
 
-@contextlib.contextmanager
-def _atomic_directory(path, overwrite):
-    """Yields a temporary sibling of `path`, renamed into place on success.
-
-    An existing `path` is left untouched when anything fails, and is only
-    replaced with `overwrite=True`.
-    """
-    path = os.path.abspath(os.fspath(path))
-    _checks.refuse_to_replace(path, overwrite)
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
-    try:
-        yield staging
-        if os.path.lexists(path):
-            backup = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
-            os.rename(path, os.path.join(backup, name))
-            os.rename(staging, path)
-            shutil.rmtree(backup)
-        else:
-            os.rename(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+def _require_export_backend(what):
+    if not LEGACY and _backend.NAME not in EXPORT_BACKENDS:
+        raise ValueError(
+            f"{what} needs a Keras backend that writes SavedModels, one of "
+            f"{EXPORT_BACKENDS}. Received: KERAS_BACKEND={_backend.NAME!r}. "
+            "Save a `.keras` file instead (it loads on every backend), or "
+            "export from TensorFlow or JAX."
+        )
 
 
 def _as_model(model_or_layer):
@@ -52,28 +37,32 @@ def _as_model(model_or_layer):
             f"Model or Layer. Received: model_or_layer={model_or_layer!r}"
         )
     layer = model_or_layer
-    shape = getattr(layer, "_posenc_input_shape", None)
-    if not layer.built or shape is None:
+    build_config = layer.get_build_config() if layer.built else None
+    if not build_config or build_config.get("input_shape") is None:
         raise ValueError(
             "Received an invalid value for `model_or_layer`, expected a built "
             "layer (call it once, or export a Model). Received: an unbuilt "
             f"{type(layer).__name__}"
         )
-    dtype = layer.compute_dtype if len(shape) == 3 else "int32"
-    inputs = keras.Input(shape=(None,) + tuple(shape[2:]), dtype=dtype)
+    shape = tuple(build_config["input_shape"])
+    # Batch and length stay dynamic; the other dimensions are the built ones.
+    dtype = layer.compute_dtype if len(shape) >= 3 else "int32"
+    inputs = keras.Input(shape=(None,) + shape[2:], dtype=dtype)
     return keras.Model(inputs, layer(inputs))
 
 
 def export_saved_model(model_or_layer, path, *, overwrite=False):
     """Exports a model (or a built layer) as a SavedModel, atomically.
 
-    The SavedModel is written into a temporary sibling directory and renamed
-    into place at the end, so a failure midway leaves no partial export and
-    an existing `path` untouched. Its `serving_default` signature takes any
-    batch size and sequence length. With Keras 3 this is `model.export`
-    (reload with `tf.saved_model.load` or `keras.layers.TFSMLayer`); with
-    tf-keras (`TF_USE_LEGACY_KERAS=1`) it is `model.save(path)`, which
-    `tf_keras.models.load_model` restores with the real layer classes.
+    The SavedModel is staged in a sibling directory and published with one
+    rename, so a failure or a kill midway leaves no partial export and an
+    existing `path` untouched. Its `serve` signature takes any batch size
+    and sequence length. With Keras 3 (TensorFlow or JAX backend) this is
+    `model.export(format="tf_saved_model")`, reloaded with
+    `tf.saved_model.load` or `keras.layers.TFSMLayer`; with tf-keras
+    (`TF_USE_LEGACY_KERAS=1`) it is `model.save(path)`, which
+    `tf_keras.models.load_model` restores with the real layer classes. The
+    torch backend cannot write SavedModels: save a `.keras` file instead.
 
     The encoding is the one of Vaswani et al. (2017), section 3.5,
     https://arxiv.org/abs/1706.03762.
@@ -82,8 +71,9 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
         model_or_layer: a Keras `Model`, or a built layer (wrapped in a
             one-layer functional model with its input shape, batch and
             length left dynamic).
-        path: directory to create.
-        overwrite: bool. Replace an existing `path`. Defaults to `False`.
+        path: str or path-like. The directory to create.
+        overwrite: bool. Replace an existing SavedModel at `path` (never
+            another directory). Defaults to `False`.
 
     Returns:
         The absolute path written.
@@ -91,75 +81,118 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
     Example:
 
     >>> inputs = keras.Input(shape=(None, 16))
-    >>> model = keras.Model(inputs, SinusoidalPositionEncoding()(inputs))
-    >>> keras_posenc.export_saved_model(model, "/tmp/pe_model")  # doctest: +SKIP
+    >>> layer = keras_posenc.SinusoidalPositionEncoding()
+    >>> model = keras.Model(inputs, layer(inputs))
+    >>> keras_posenc.export_saved_model(model, "pe_model")  # doctest: +SKIP
+    '/.../pe_model'
     """
-    if not isinstance(overwrite, bool):
-        raise _checks.invalid("overwrite", "a bool", overwrite)
+    path = _files.check_path(path)
+    _checks.boolean("overwrite", overwrite)
+    _require_export_backend("export_saved_model")
     model = _as_model(model_or_layer)
-    with _atomic_directory(path, overwrite) as staging:
+    _files.refuse_to_replace(path, overwrite)
+    with _files.atomic_directory(path, overwrite=overwrite) as staging:
         if LEGACY:
             model.save(staging, save_format="tf")
         else:
             model.export(staging, format="tf_saved_model", verbose=False)
-    return os.path.abspath(os.fspath(path))
+    return path
 
 
-class _EncoderModule(tf.Module):
-    """A standalone encoding SavedModel: positions or a length in, encoding out.
+def _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_range):
+    """A `tf.Module` with the two encoder signatures (TensorFlow backend)."""
+    import tensorflow as tf
 
-    Signatures (all int32 in, float32 out under the key `"encoding"`):
+    low = _checks.POSITION_MIN if mode == "compute" else 0
+    encoder = _engine.sinusoidal_encoder(depth, max_wavelength, layout)
+    rows = (
+        LookupTable(encoder, max_length, out_of_range)
+        if mode == "lookup"
+        else ComputedRows(encoder)
+    )
 
-    - `serving_default(positions)`: `positions [batch, length]` to
-      `[batch, length, depth]`.
-    - `table(length, start_index)`: scalars to `[length, depth]`, the rows
-      for positions `start_index + [0, length)`.
+    class EncoderModule(tf.Module):
+        @tf.function(
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="positions")]
+        )
+        def encode(self, positions):
+            positions, ok = _checks.positions("positions", positions, low=low, ranks=(2,))
+            return {"encoding": rows.at(positions, ok)}
 
-    Vaswani et al. (2017), section 3.5, https://arxiv.org/abs/1706.03762.
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([], tf.int32, name="length"),
+                tf.TensorSpec([], tf.int32, name="start_index"),
+            ]
+        )
+        def table(self, length, start_index):
+            length = _checks.length_of(length)
+            start, ok = _checks.range_start(start_index, length, low=low)
+            return {"encoding": rows.rows(start, length, ok)}
+
+    return EncoderModule(name="sinusoidal_encoder")
+
+
+def export_encoder(
+    path,
+    depth,
+    *,
+    mode="compute",
+    max_length=None,
+    layout="interleaved",
+    max_wavelength=10000.0,
+    out_of_range="error",
+    overwrite=False,
+):
+    """Writes a standalone encoding SavedModel: positions in, encoding out.
+
+    Signatures (int32 in, float32 out under the key `"encoding"`):
+    `serving_default(positions)` maps `positions [batch, length]` to
+    `[batch, length, depth]`; `table(length, start_index)` gives the rows
+    `[length, depth]` for positions `start_index + [0, length)`. The
+    encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762, exact to float32 rounding. Needs the
+    TensorFlow backend (`python -m keras_posenc export` uses it whatever
+    the configured backend); written atomically like `export_saved_model`.
 
     Args:
+        path: str or path-like. The directory to create.
         depth: int. Width of the encoding.
-        **layer_options: `mode`, `max_length`, `layout`, `max_wavelength`,
-            `out_of_range` of `SinusoidalPositionEncoding`.
+        mode, max_length, layout, max_wavelength, out_of_range: as in
+            `SinusoidalPositionEncoding`.
+        overwrite: bool. Replace an existing SavedModel at `path`. Defaults
+            to `False`.
+
+    Returns:
+        The absolute path written.
 
     Example:
 
-    >>> module = _EncoderModule(8)
-    >>> module.table(tf.constant(4), tf.constant(0))["encoding"].shape
-    TensorShape([4, 8])
+    >>> keras_posenc.export_encoder("pe_encoder", 64)  # doctest: +SKIP
+    '/.../pe_encoder'
     """
+    import tensorflow as tf
 
-    def __init__(self, depth, **layer_options):
-        super().__init__(name="sinusoidal_encoder")
-        self.layer = SinusoidalPositionEncoding(merge=None, depth=depth, **layer_options)
-        self.layer.build((None, None))
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="positions")])
-    def encode(self, positions):
-        return {"encoding": self.layer(positions, positions=positions)}
-
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([], tf.int32, name="length"),
-            tf.TensorSpec([], tf.int32, name="start_index"),
-        ]
-    )
-    def table(self, length, start_index):
-        rows = self.layer(tf.zeros(tf.stack([1, length]), tf.int32), start_index=start_index)
-        return {"encoding": rows[0]}
-
-
-def _export_encoder(path, depth, *, overwrite=False, **layer_options):
-    """Writes an `_EncoderModule` SavedModel atomically; returns its path.
-
-    Args:
-        path: directory to create.
-        depth: int. Width of the encoding.
-        overwrite: bool. Replace an existing `path`. Defaults to `False`.
-        **layer_options: as for `_EncoderModule`.
-    """
-    module = _EncoderModule(depth, **layer_options)
+    path = _files.check_path(path)
+    _checks.boolean("overwrite", overwrite)
+    depth = _checks.depth(depth)
+    mode = _checks.choice("mode", mode, _checks.MODES)
+    layout = _checks.choice("layout", layout, _checks.LAYOUTS)
+    max_wavelength = _checks.wavelength(max_wavelength)
+    out_of_range = _checks.choice("out_of_range", out_of_range, _checks.OUT_OF_RANGE)
+    if mode == "lookup":
+        max_length = _checks.positive_int("max_length", max_length, 2**31)
+        _checks.table_bytes(max_length, depth)
+    elif max_length is not None:
+        raise _checks.invalid("max_length", "None with mode='compute'", max_length)
+    if _backend.NAME != "tensorflow":
+        raise ValueError(
+            "export_encoder builds TensorFlow ops and needs "
+            f"KERAS_BACKEND='tensorflow'. Received: KERAS_BACKEND={_backend.NAME!r}."
+        )
+    _files.refuse_to_replace(path, overwrite)
+    module = _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_range)
     signatures = {"serving_default": module.encode, "table": module.table}
-    with _atomic_directory(path, overwrite) as staging:
+    with _files.atomic_directory(path, overwrite=overwrite) as staging:
         tf.saved_model.save(module, staging, signatures=signatures)
-    return os.path.abspath(os.fspath(path))
+    return os.fspath(path)
