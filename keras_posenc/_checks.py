@@ -141,8 +141,11 @@ def positions(name, value, *, low, ranks):
         if not is_integer:
             raise invalid(name, f"integer positions in [{low}, 2**31)", _echo(value))
         if array.ndim not in ranks:
-            raise invalid(name, f"a tensor of rank {' or '.join(map(str, ranks))}",
-                          f"<shape={array.shape}>")
+            raise invalid(
+                name,
+                f"a tensor of rank {' or '.join(map(str, ranks))}",
+                f"<shape={array.shape}>",
+            )
         bad = [int(v) for v in array.ravel() if not low <= int(v) < POSITION_LIMIT]
         if bad:
             raise invalid(name, f"positions in [{low}, 2**31) (int32)", bad[0])
@@ -151,14 +154,18 @@ def positions(name, value, *, low, ranks):
     if "int" not in dtype:
         raise invalid(name, f"integer positions in [{low}, 2**31)", _echo(value))
     if len(value.shape) not in ranks:
-        raise invalid(name, f"a tensor of rank {' or '.join(map(str, ranks))}",
-                      _echo(value))
+        raise invalid(
+            name, f"a tensor of rank {' or '.join(map(str, ranks))}", _echo(value)
+        )
     if dtype == "int32" and low == POSITION_MIN:
         return value, None
-    ok = ops.greater_equal(value, ops.convert_to_tensor(max(low, 0) if "uint" in dtype
-                                                        else low, dtype))
+    ok = ops.greater_equal(
+        value, ops.convert_to_tensor(max(low, 0) if "uint" in dtype else low, dtype)
+    )
     if dtype not in ("int32", "int16", "int8", "uint8", "uint16"):
-        ok = ops.logical_and(ok, ops.less(value, ops.convert_to_tensor(2**31 - 1, dtype) + 1))
+        ok = ops.logical_and(
+            ok, ops.less(value, ops.convert_to_tensor(2**31 - 1, dtype) + 1)
+        )
     _assert(ok, name, f"positions must be in [{low}, 2**31)")
     return ops.cast(value, "int32"), ok
 
@@ -279,7 +286,9 @@ def input_layout(shape, *, merge, depth_arg, axis):
             f"the last dimension of `inputs` ({last}) with merge='add'",
             depth_arg,
         )
-    width = depth_arg if depth_arg is not None else (None if merge == "concat" else last)
+    width = (
+        depth_arg if depth_arg is not None else (None if merge == "concat" else last)
+    )
     if width is None:
         raise invalid(
             "depth",
@@ -293,8 +302,11 @@ def input_layout(shape, *, merge, depth_arg, axis):
 def floating_inputs(inputs, merge):
     dtype = _backend.dtype_name(inputs)
     if merge is not None and not backend.is_float_dtype(dtype):
-        raise invalid("inputs", f"a floating tensor with merge={merge!r}",
-                      f"<tensor dtype={dtype}>")
+        raise invalid(
+            "inputs",
+            f"a floating tensor with merge={merge!r}",
+            f"<tensor dtype={dtype}>",
+        )
 
 
 def _same_batch(name, tensor, inputs):

@@ -9,7 +9,11 @@ import os
 
 import keras as keras3
 
-LEGACY = os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
+LEGACY = os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in (
+    "1",
+    "true",
+    "yes",
+)
 
 if LEGACY:
     if keras3.backend.backend() != "tensorflow":

@@ -79,8 +79,9 @@ class LookupTable(ComputedRows):
                 if len(start.shape) == 1
                 else start + ops.arange(length, dtype="int32")
             )
-            return self.at(positions, ok if ok is None or len(start.shape) == 0
-                           else ok[:, None])
+            return self.at(
+                positions, ok if ok is None or len(start.shape) == 0 else ok[:, None]
+            )
         first, end = int(start_value), int(start_value) + length
         if length and (first < 0 or end > self.max_length):
             bad = first if first < 0 else end - 1
@@ -92,7 +93,9 @@ class LookupTable(ComputedRows):
         if value is not None:
             outside = value[(value < 0) | (value >= self.max_length)]
             if outside.size:
-                return self._outside(int(outside.flat[0]), lambda: self.encoder.at(positions))
+                return self._outside(
+                    int(outside.flat[0]), lambda: self.encoder.at(positions)
+                )
             return ops.take(self.table, positions, axis=0)
         inside = ops.logical_and(
             ops.greater_equal(positions, 0), ops.less(positions, self.max_length)
@@ -106,7 +109,9 @@ class LookupTable(ComputedRows):
             return nan_where_invalid(rows, ok)
         if _backend.in_graph():
             _backend.graph_assert(
-                ops.all(inside), self.message("<runtime>"), "largest position:",
+                ops.all(inside),
+                self.message("<runtime>"),
+                "largest position:",
                 ops.max(positions),
             )
         valid = inside if ok is None else ops.logical_and(inside, ok)

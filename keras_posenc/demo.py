@@ -60,10 +60,17 @@ def train(keras, model, seconds, verbose=1):
             if spent > seconds or (logs or {}).get("val_accuracy", 0) >= 0.98:
                 self.model.stop_training = True
 
-    model.compile(keras.optimizers.Adam(3e-3), "binary_crossentropy", metrics=["accuracy"])
+    model.compile(
+        keras.optimizers.Adam(3e-3), "binary_crossentropy", metrics=["accuracy"]
+    )
     history = model.fit(
-        train_x, train_y, batch_size=128, epochs=100, verbose=verbose,
-        validation_data=(val_x, val_y), callbacks=[Budget()],
+        train_x,
+        train_y,
+        batch_size=128,
+        epochs=100,
+        verbose=verbose,
+        validation_data=(val_x, val_y),
+        callbacks=[Budget()],
     )
     return history.history
 
@@ -94,14 +101,18 @@ def reload_in_fresh_process(export_dir, inputs, workdir):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     subprocess.run(
         [sys.executable, "-c", _RELOAD_SCRIPT, export_dir, inputs_path, outputs_path],
-        check=True, env=env, cwd=workdir,
+        check=True,
+        env=env,
+        cwd=workdir,
     )
     return np.load(outputs_path)
 
 
 def _size(path):
     return sum(
-        os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files
+        os.path.getsize(os.path.join(root, f))
+        for root, _, files in os.walk(path)
+        for f in files
     )
 
 

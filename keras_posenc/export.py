@@ -116,7 +116,9 @@ def _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_rang
             input_signature=[tf.TensorSpec([None, None], tf.int32, name="positions")]
         )
         def encode(self, positions):
-            positions, ok = _checks.positions("positions", positions, low=low, ranks=(2,))
+            positions, ok = _checks.positions(
+                "positions", positions, low=low, ranks=(2,)
+            )
             return {"encoding": rows.at(positions, ok)}
 
         @tf.function(
@@ -191,7 +193,9 @@ def export_encoder(
             f"KERAS_BACKEND='tensorflow'. Received: KERAS_BACKEND={_backend.NAME!r}."
         )
     _files.refuse_to_replace(path, overwrite)
-    module = _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_range)
+    module = _encoder_module(
+        depth, mode, max_length, layout, max_wavelength, out_of_range
+    )
     signatures = {"serving_default": module.encode, "table": module.table}
     with _files.atomic_directory(path, overwrite=overwrite) as staging:
         tf.saved_model.save(module, staging, signatures=signatures)

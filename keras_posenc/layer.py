@@ -113,7 +113,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         mode = _checks.choice("mode", mode, _checks.MODES)
         merge = _checks.choice("merge", merge, _checks.MERGES)
         layout = _checks.choice("layout", layout, _checks.LAYOUTS)
-        out_of_range = _checks.choice("out_of_range", out_of_range, _checks.OUT_OF_RANGE)
+        out_of_range = _checks.choice(
+            "out_of_range", out_of_range, _checks.OUT_OF_RANGE
+        )
         scale_inputs = _checks.boolean("scale_inputs", scale_inputs)
         sequence_axis = _checks.sequence_axis(sequence_axis)
         if depth is not None:
@@ -134,7 +136,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
                 max_length,
             )
         if merge == "concat" and depth is None:
-            raise _checks.invalid("depth", "a positive integer with merge='concat'", None)
+            raise _checks.invalid(
+                "depth", "a positive integer with merge='concat'", None
+            )
         if scale_inputs and merge != "add":
             raise _checks.invalid(
                 "scale_inputs", f"False unless merge='add' (merge={merge!r})", True

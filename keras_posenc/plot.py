@@ -46,12 +46,19 @@ def heatmap(length=128, depth=64, *, layout="interleaved", max_wavelength=10000.
     >>> fig = keras_posenc.plot.heatmap(64, 32)
     >>> fig.savefig("table.png")  # doctest: +SKIP
     """
-    table = sinusoidal_table(length, depth, layout=layout, max_wavelength=max_wavelength).numpy()
+    table = sinusoidal_table(
+        length, depth, layout=layout, max_wavelength=max_wavelength
+    ).numpy()
     fig = _figure()
     ax = fig.add_subplot()
-    image = ax.imshow(table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set(xlabel="dimension", ylabel="position",
-           title=f"Sinusoidal position encoding ({layout}, depth {depth}, base {max_wavelength:g})")
+    image = ax.imshow(
+        table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest"
+    )
+    ax.set(
+        xlabel="dimension",
+        ylabel="position",
+        title=f"Sinusoidal position encoding ({layout}, depth {depth}, base {max_wavelength:g})",
+    )
     fig.colorbar(image, ax=ax, label="value")
     return fig
 
@@ -82,9 +89,14 @@ def wavelengths(depth=64, *, max_wavelength=10000.0):
     ax = fig.add_subplot()
     ax.semilogy(np.arange(len(omega)), 2 * np.pi / omega, marker=".", linestyle="-")
     ax.axhline(2 * np.pi, color="gray", linestyle=":", label="2 pi")
-    ax.axhline(2 * np.pi * max_wavelength, color="gray", linestyle="--", label="2 pi * base")
-    ax.set(xlabel="pair index i (dimensions 2i, 2i+1)", ylabel="wavelength (positions)",
-           title=f"Wavelengths, depth {depth}, base {max_wavelength:g}")
+    ax.axhline(
+        2 * np.pi * max_wavelength, color="gray", linestyle="--", label="2 pi * base"
+    )
+    ax.set(
+        xlabel="pair index i (dimensions 2i, 2i+1)",
+        ylabel="wavelength (positions)",
+        title=f"Wavelengths, depth {depth}, base {max_wavelength:g}",
+    )
     ax.legend()
     return fig
 
@@ -111,8 +123,14 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None):
 
     >>> fig = keras_posenc.plot.similarity(100, 32)
     """
-    table = sinusoidal_table(length, depth, max_wavelength=max_wavelength).numpy().astype(np.float64)
-    origin = length // 2 if origin is None else _checks.non_negative_int("origin", origin)
+    table = (
+        sinusoidal_table(length, depth, max_wavelength=max_wavelength)
+        .numpy()
+        .astype(np.float64)
+    )
+    origin = (
+        length // 2 if origin is None else _checks.non_negative_int("origin", origin)
+    )
     if origin >= length:
         raise _checks.invalid("origin", f"a position < length ({length})", origin)
     dots = table @ table.T
@@ -120,15 +138,20 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None):
     left, right = fig.subplots(1, 2)
     offsets = np.arange(length) - origin
     left.plot(offsets, dots[origin])
-    left.set(xlabel="distance k", ylabel=f"PE({origin}) . PE({origin} + k)",
-             title="Dot product against distance")
+    left.set(
+        xlabel="distance k",
+        ylabel=f"PE({origin}) . PE({origin} + k)",
+        title="Dot product against distance",
+    )
     image = right.imshow(dots, cmap="viridis", interpolation="nearest")
     right.set(xlabel="position", ylabel="position", title="PE(p) . PE(q)")
     fig.colorbar(image, ax=right)
     return fig
 
 
-def precision(depth=64, *, max_wavelength=10000.0, exponents=range(4, 25, 2), window=256):
+def precision(
+    depth=64, *, max_wavelength=10000.0, exponents=range(4, 25, 2), window=256
+):
     """Max error against float64 at growing positions: ours vs naive float32.
 
     The naive formula forms the angle `p * w` in float32 and loses about
@@ -159,10 +182,16 @@ def precision(depth=64, *, max_wavelength=10000.0, exponents=range(4, 25, 2), wi
         positions = np.arange(max(0, end - window), end)
         angle = positions[:, None] * omega[columns]
         exact = np.where(is_sin, np.sin(angle), np.cos(angle))
-        angle32 = positions.astype(np.float32)[:, None] * omega[columns].astype(np.float32)
+        angle32 = positions.astype(np.float32)[:, None] * omega[columns].astype(
+            np.float32
+        )
         naive32 = np.where(is_sin, np.sin(angle32), np.cos(angle32))
-        table = sinusoidal_table(len(positions), depth, start_index=int(positions[0]),
-                                 max_wavelength=max_wavelength).numpy()
+        table = sinusoidal_table(
+            len(positions),
+            depth,
+            start_index=int(positions[0]),
+            max_wavelength=max_wavelength,
+        ).numpy()
         ends.append(end)
         ours.append(np.abs(table - exact).max())
         naive.append(np.abs(naive32 - exact).max())
@@ -171,8 +200,11 @@ def precision(depth=64, *, max_wavelength=10000.0, exponents=range(4, 25, 2), wi
     ax.loglog(ends, naive, marker="o", label="naive float32 angle")
     ax.loglog(ends, ours, marker="s", label="keras_posenc")
     ax.axhline(2**-25, color="gray", linestyle=":", label="half a float32 ulp")
-    ax.set(xlabel="position", ylabel="max |error| vs float64",
-           title=f"Precision at growing positions (depth {depth})")
+    ax.set(
+        xlabel="position",
+        ylabel="max |error| vs float64",
+        title=f"Precision at growing positions (depth {depth})",
+    )
     ax.legend()
     return fig
 

@@ -88,7 +88,9 @@ def sinusoidal_table(
     >>> keras.ops.convert_to_numpy(table[0])
     array([0., 1., 0., 1., 0., 1.], dtype=float32)
     """
-    depth, max_wavelength, layout, dtype = _options(depth, max_wavelength, layout, dtype)
+    depth, max_wavelength, layout, dtype = _options(
+        depth, max_wavelength, layout, dtype
+    )
     length = _checks.length_of(length)
     start, ok = _checks.range_start(start_index, length, low=_checks.POSITION_MIN)
     rows = _engine.sinusoidal_encoder(depth, max_wavelength, layout).rows(start, length)
