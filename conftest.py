@@ -1,0 +1,22 @@
+"""Doctest set-up: every `>>>` example in keras_posenc runs in CI.
+
+Examples see `keras`, `keras_posenc` and `np` (as a reader who did
+`import keras, keras_posenc, numpy as np` would) and run in a temporary
+directory, so an example that writes a file leaves nothing behind.
+"""
+
+import numpy as np
+import pytest
+
+# Importing it runs the command line.
+collect_ignore = ["keras_posenc/__main__.py"]
+
+
+@pytest.fixture(autouse=True)
+def _doctest_namespace(request, doctest_namespace, tmp_path, monkeypatch):
+    if isinstance(request.node, pytest.DoctestItem):
+        import keras_posenc
+        from keras_posenc._keras import keras
+
+        doctest_namespace.update(keras=keras, keras_posenc=keras_posenc, np=np)
+        monkeypatch.chdir(tmp_path)
