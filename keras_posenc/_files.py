@@ -86,7 +86,8 @@ def _why_not_replace(path, kind, marker):
     if kind == "file":
         return None if os.path.isfile(path) else "it is not a regular file"
     if not os.path.isfile(os.path.join(path, marker)):
-        return f"it is not a SavedModel directory (no {marker} inside)"
+        what = "a SavedModel" if marker == "saved_model.pb" else "a keras_posenc output"
+        return f"it is not {what} directory (no {marker} inside)"
     return None
 
 

@@ -1,9 +1,21 @@
 """The demo job: train a model that needs positions, export it, reload it apart.
 
 Task: each sequence holds one token 1 and one token 2 among noise tokens;
-the label says whether the 1 comes first. The model (embedding, our
-encoding, one self-attention block, average pooling) is blind to order
-without the encoding: it can do no better than chance (50%).
+the label says whether the 1 comes first. The model (embedding, the
+encoding of Vaswani et al. (2017), section 3.5,
+https://arxiv.org/abs/1706.03762, one self-attention block, average
+pooling) is blind to order without the encoding: it can do no better than
+chance (50%).
+
+Every backend: the model trains with the configured Keras backend and is
+saved as `model.keras` (which loads on every backend). The SavedModel is
+written by `export_saved_model` on TensorFlow and JAX (and tf-keras). torch
+cannot write SavedModels, so there `model.keras` is reloaded in a
+subprocess with `KERAS_BACKEND=tensorflow` and exported from there; the
+reload check then compares the torch model with that export. The output
+directory is written atomically (`_files.atomic_directory`, marked by its
+`report.json`), and its location is claimed before training starts, so an
+unwritable `out_dir` fails at once.
 """
 
 import json
@@ -15,12 +27,41 @@ import time
 
 import numpy as np
 
+from keras_posenc import _checks, _files
+
 SEQ_LEN = 16
 VOCAB = 10
+# The file that marks a demo output directory (replaceable with overwrite).
+MARKER = "report.json"
+
+
+def backend_name():
+    """The Keras that trains: `"tf-keras"` or the Keras 3 backend name."""
+    from keras import backend
+
+    from keras_posenc._keras import LEGACY
+
+    return "tf-keras" if LEGACY else backend.backend()
 
 
 def make_data(n, seed):
-    """Sequences `[n, SEQ_LEN]` of tokens and labels `[n]` (1 before 2?)."""
+    """Sequences of tokens and labels for the order task.
+
+    Args:
+        n: int. Number of sequences.
+        seed: int. Seed of the numpy generator.
+
+    Returns:
+        `(tokens, labels)`: int32 `[n, SEQ_LEN]` and float32 `[n]` (1.0 when
+        the 1 comes before the 2).
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> tokens, labels = demo.make_data(2, seed=0)
+    >>> tokens.shape, labels.shape
+    ((2, 16), (2,))
+    """
     rng = np.random.default_rng(seed)
     tokens = rng.integers(3, VOCAB, size=(n, SEQ_LEN))
     first = np.argsort(rng.random((n, SEQ_LEN)), axis=1)[:, :2]
@@ -31,8 +72,26 @@ def make_data(n, seed):
     return tokens.astype("int32"), labels
 
 
-def build_model(keras, use_encoding=True, width=32):
+def build_model(use_encoding=True, width=32):
+    """The order classifier, with or without `SinusoidalPositionEncoding`.
+
+    Args:
+        use_encoding: bool. Add the encoding after the embedding. Defaults
+            to `True`.
+        width: int. Embedding width. Defaults to `32`.
+
+    Returns:
+        A Keras `Model` from int32 tokens `[batch, length]` (any length) to
+        a probability `[batch, 1]`.
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> demo.build_model().output_shape
+    (None, 1)
+    """
     from keras_posenc import SinusoidalPositionEncoding
+    from keras_posenc._keras import keras
 
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
     x = keras.layers.Embedding(VOCAB, width)(tokens)
@@ -46,8 +105,25 @@ def build_model(keras, use_encoding=True, width=32):
     return keras.Model(tokens, outputs)
 
 
-def train(keras, model, seconds, verbose=1):
-    """Fits until `seconds` have passed (or 98% validation accuracy)."""
+def train(model, seconds, verbose=1):
+    """Fits until `seconds` have passed or validation accuracy reaches 98%.
+
+    Args:
+        model: a model from `build_model`.
+        seconds: float. Time budget; checked after each epoch.
+        verbose: int. Keras `fit` verbosity. Defaults to `1`.
+
+    Returns:
+        The `History.history` dict (`loss`, `accuracy`, `val_loss`,
+        `val_accuracy`, one entry per epoch).
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> history = demo.train(demo.build_model(), 5.0, verbose=0)  # doctest: +SKIP
+    """
+    from keras_posenc._keras import keras
+
     train_x, train_y = make_data(8192, seed=0)
     val_x, val_y = make_data(1024, seed=1)
 
@@ -92,20 +168,94 @@ _RELOAD_SCRIPT = textwrap.dedent(
     """
 )
 
+# torch cannot write SavedModels: reload the `.keras` file under TensorFlow
+# (importing keras_posenc registers the layer) and export from there. Not
+# compiled: a torch `.keras` names torch's optimizer class, and importing
+# torch's backend beside TensorFlow aborts (two LLVMs in one process).
+_EXPORT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import keras
+    import keras_posenc
+    keras_path, export_dir = sys.argv[1:3]
+    model = keras.saving.load_model(keras_path, compile=False)
+    keras_posenc.export_saved_model(model, export_dir)
+    """
+)
+
+
+def _quiet_env(**extra):
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+
+
+def _run_script(script, *args, env):
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise RuntimeError(
+            f"subprocess failed (exit {done.returncode}): "
+            + (lines[-1] if lines else "no message")
+        )
+
 
 def reload_in_fresh_process(export_dir, inputs, workdir):
-    """Runs the SavedModel in a new Python process; returns its outputs."""
+    """Runs a SavedModel in a new Python process without keras_posenc.
+
+    Args:
+        export_dir: str. The SavedModel (its `serving_default` signature
+            takes one input).
+        inputs: numpy array fed to that signature.
+        workdir: str. Existing folder for the exchanged `.npy` files.
+
+    Returns:
+        The signature's output, as a numpy array.
+
+    Raises:
+        RuntimeError: with the last line of the subprocess's stderr if it
+            fails.
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> demo.reload_in_fresh_process("saved_model", x, ".")  # doctest: +SKIP
+    """
     inputs_path = os.path.join(workdir, "check_inputs.npy")
     outputs_path = os.path.join(workdir, "check_outputs.npy")
     np.save(inputs_path, inputs)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    subprocess.run(
-        [sys.executable, "-c", _RELOAD_SCRIPT, export_dir, inputs_path, outputs_path],
-        check=True,
-        env=env,
-        cwd=workdir,
-    )
+    # TensorFlow imports Keras while loading; under KERAS_BACKEND=torch that
+    # loads torch beside TensorFlow, which aborts (two LLVMs in one process).
+    env = _quiet_env(KERAS_BACKEND="tensorflow")
+    _run_script(_RELOAD_SCRIPT, export_dir, inputs_path, outputs_path, env=env)
     return np.load(outputs_path)
+
+
+def export_from_keras_file(keras_path, export_dir):
+    """Exports a `.keras` model as a SavedModel, in a TensorFlow subprocess.
+
+    How the demo exports from torch, which cannot write SavedModels.
+
+    Args:
+        keras_path: str. A `.keras` file (its layers registered, as
+            keras_posenc's are).
+        export_dir: str. The SavedModel directory to create.
+
+    Raises:
+        RuntimeError: with the last line of the subprocess's stderr if it
+            fails.
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> demo.export_from_keras_file("model.keras", "saved_model")  # doctest: +SKIP
+    """
+    env = _quiet_env(KERAS_BACKEND="tensorflow")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    _run_script(_EXPORT_SCRIPT, keras_path, export_dir, env=env)
 
 
 def _size(path):
@@ -116,38 +266,112 @@ def _size(path):
     )
 
 
+def _export(model, keras_path, export_dir):
+    """Writes the SavedModel; returns how it was done."""
+    from keras_posenc.export import EXPORT_BACKENDS, export_saved_model
+
+    name = backend_name()
+    if name == "tf-keras" or name in EXPORT_BACKENDS:
+        export_saved_model(model, export_dir)
+        return f"export_saved_model on {name}"
+    export_from_keras_file(keras_path, export_dir)
+    return (
+        f"{name} cannot write SavedModels: model.keras reloaded and exported "
+        "under KERAS_BACKEND=tensorflow in a subprocess"
+    )
+
+
 def run(out_dir, seconds=6.0, overwrite=False, verbose=1):
-    """Trains, exports, reloads apart, compares. Returns the report dict."""
-    from keras_posenc._checks import refuse_to_replace
+    """Trains, saves, exports, reloads apart, compares; returns the report.
+
+    Writes `out_dir` atomically: `model.keras`, `saved_model/`,
+    `check_inputs.npy`, `check_outputs.npy` (what the reloaded SavedModel
+    answered) and `report.json`. The encoding is that of Vaswani et al.
+    (2017), https://arxiv.org/abs/1706.03762.
+
+    Args:
+        out_dir: str or os.PathLike. The directory to create.
+        seconds: float. Training time budget, finite and > 0. Defaults to
+            `6.0`.
+        overwrite: bool. Replace an earlier demo output at `out_dir` (a
+            directory holding `report.json`). Defaults to `False`.
+        verbose: int. Keras `fit` verbosity. Defaults to `1`.
+
+    Returns:
+        The report dict (also written to `out_dir/report.json`).
+
+    Raises:
+        FileExistsError: if `out_dir` exists and `overwrite` is false.
+        ValueError: for a bad argument, or an `out_dir` that may not be
+            replaced; both before training.
+        OSError: if `out_dir` cannot be created; before training.
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> demo.run("demo_out", seconds=5.0)["val_accuracy"]  # doctest: +SKIP
+    0.98
+    """
     from keras_posenc._keras import keras
-    from keras_posenc.export import export_saved_model
 
-    out_dir = os.path.abspath(out_dir)
-    export_dir = os.path.join(out_dir, "saved_model")
-    refuse_to_replace(out_dir, overwrite)
-    keras.utils.set_random_seed(0)
-    model = build_model(keras)
-    started = time.perf_counter()
-    history = train(keras, model, seconds, verbose)
-    train_seconds = time.perf_counter() - started
+    out_dir = _files.check_path(out_dir, "out_dir")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise _checks.invalid("seconds", "a finite number > 0", seconds)
+    if not np.isfinite(seconds) or seconds <= 0:
+        raise _checks.invalid("seconds", "a finite number > 0", seconds)
+    _checks.boolean("overwrite", overwrite)
+    # Entering the context creates the staging directory: an unwritable
+    # `out_dir` fails here, before any training.
+    with _files.atomic_directory(out_dir, overwrite=overwrite, marker=MARKER) as stage:
+        if verbose:
+            print(
+                f"Training a {SEQ_LEN}-token 'is 1 before 2?' classifier on "
+                f"{backend_name()} for up to {seconds:g} s "
+                "(chance without the encoding: 50%)",
+                flush=True,
+            )
+        keras.utils.set_random_seed(0)
+        model = build_model()
+        started = time.perf_counter()
+        history = train(model, seconds, verbose)
+        train_seconds = time.perf_counter() - started
 
-    os.makedirs(out_dir, exist_ok=True)
-    export_saved_model(model, export_dir, overwrite=overwrite)
-    check_x, _ = make_data(64, seed=2)
-    # Longer than the training sequences: the signature takes any length.
-    long_x = np.concatenate([check_x, check_x[:, ::-1]], axis=1)
-    expected = model.predict(long_x, verbose=0)
-    reloaded = reload_in_fresh_process(export_dir, long_x, out_dir)
-    report = {
-        "epochs": len(history["loss"]),
-        "train_seconds": round(train_seconds, 2),
-        "val_accuracy": round(float(history["val_accuracy"][-1]), 4),
-        "chance_without_encoding": 0.5,
-        "export_dir": export_dir,
-        "export_bytes": _size(export_dir),
-        "reload_shape": list(reloaded.shape),
-        "max_abs_difference": float(np.abs(reloaded - expected).max()),
-    }
-    with open(os.path.join(out_dir, "report.json"), "w") as f:
-        json.dump(report, f, indent=2)
+        model.save(os.path.join(stage, "model.keras"))
+        route = _export(
+            model,
+            os.path.join(stage, "model.keras"),
+            os.path.join(stage, "saved_model"),
+        )
+        check_x, _ = make_data(64, seed=2)
+        # Longer than the training sequences: the signature takes any length.
+        long_x = np.concatenate([check_x, check_x[:, ::-1]], axis=1)
+        expected = np.asarray(model.predict(long_x, verbose=0))
+        reloaded = reload_in_fresh_process(
+            os.path.join(stage, "saved_model"), long_x, stage
+        )
+        report = {
+            "backend": backend_name(),
+            "epochs": len(history["loss"]),
+            "train_seconds": round(train_seconds, 2),
+            "val_accuracy": round(float(history["val_accuracy"][-1]), 4),
+            "chance_without_encoding": 0.5,
+            "keras_file": os.path.join(out_dir, "model.keras"),
+            "export_dir": os.path.join(out_dir, "saved_model"),
+            "export_route": route,
+            "export_bytes": _size(os.path.join(stage, "saved_model")),
+            "reload_shape": list(reloaded.shape),
+            "max_abs_difference": float(np.abs(reloaded - expected).max()),
+        }
+        with open(os.path.join(stage, MARKER), "w") as f:
+            json.dump(report, f, indent=2)
     return report
+
+
+__all__ = [
+    "build_model",
+    "export_from_keras_file",
+    "make_data",
+    "reload_in_fresh_process",
+    "run",
+    "train",
+]

@@ -1,22 +1,134 @@
 """Pictures of the encoding: heatmap, wavelengths, similarity, precision.
 
-Needs matplotlib: `pip install "keras-posenc[plot]"`. Every function
-returns a `matplotlib.figure.Figure` (nothing is shown or saved unless you
-ask), built with the object API so it works headless and in notebooks.
-
 The encoding is the one of Vaswani et al., "Attention Is All You Need"
 (2017), section 3.5, https://arxiv.org/abs/1706.03762.
+
+Needs matplotlib: `pip install "keras-posenc[plot]"`. Every function draws
+into the matplotlib `Axes` given as `ax`, or into a new `Figure` when `ax`
+is `None`, and returns the figure drawn on; nothing is shown or saved unless
+you ask (`save_png`). The figures use matplotlib's object API, so they work
+headless and in notebooks, and several compose into one figure:
+
+>>> from matplotlib.figure import Figure
+>>> from keras_posenc import plot
+>>> fig = Figure(figsize=(10, 3))
+>>> left, right = fig.subplots(1, 2)
+>>> _ = plot.heatmap(64, 32, ax=left)
+>>> _ = plot.wavelengths(32, ax=right)
+>>> plot.save_png(fig, "pe.png")  # doctest: +SKIP
+
+Sizes are checked before anything is allocated (`check_size`): a plot is
+a picture, not a way to run out of memory.
 """
 
-import os
-
 import numpy as np
+from keras import ops
 
-from keras_posenc import _checks
-from keras_posenc.tables import _constants, sinusoidal_table
+from keras_posenc import _checks, _files, _reference
+from keras_posenc.tables import frequencies, sinusoidal_table
+
+KINDS = ("heatmap", "wavelengths", "similarity", "similarity_matrix", "precision")
+# A [length, depth] table of 2**24 cells is 128 MiB in float64: 65536
+# positions at depth 256, or 4096 at depth 4096.
+MAX_CELLS = 2**24
+# A [length, length] float64 matrix of 4096**2 cells is 128 MiB.
+MAX_MATRIX_LENGTH = 4096
+# The precision windows end at positions 2**e; positions are int32.
+MAX_EXPONENT = 31
 
 
-def _figure(width=7.0, height=4.0):
+def _gib(n):
+    return f"{n} bytes ({n / 2**30:.3g} GiB)"
+
+
+def check_size(kind, length, depth, *, window=None, flags=False):
+    """Checks the sizes of a plot before anything is allocated.
+
+    Args:
+        kind: str. One of `KINDS`.
+        length: int or None. Positions (heatmap, similarity, matrix).
+        depth: int. Dimensions.
+        window: int or None. Positions per window (precision).
+        flags: bool. Name the arguments as command-line flags (`--length`)
+            instead of Python arguments (`length`). Defaults to `False`.
+
+    Returns:
+        `(length, depth)`, checked.
+
+    Raises:
+        ValueError: naming the argument, the limit and the bytes it needs.
+
+    The plots show the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
+
+    Example (needs only `keras_posenc`):
+
+    >>> from keras_posenc import plot
+    >>> plot.check_size("heatmap", 128, 64)
+    (128, 64)
+    >>> try:
+    ...     plot.check_size("similarity_matrix", 100000, 64)
+    ... except ValueError as error:
+    ...     print(str(error).split("would need ")[1])
+    80000000000 bytes (74.5 GiB). Received: length=100000
+    """
+    kind = _checks.choice("kind", kind, KINDS)
+    name = {"length": "length", "depth": "depth", "window": "window"}
+    if flags:
+        name = {k: f"--{k}" for k in name}
+    depth = _checks.depth(depth, name["depth"])
+    if kind == "wavelengths":
+        return length, depth
+    if kind == "precision":
+        rows, rows_name = _checks.positive_int(name["window"], window), name["window"]
+    else:
+        length = rows = _checks.positive_int(name["length"], length)
+        rows_name = name["length"]
+    if kind == "similarity_matrix" and rows > MAX_MATRIX_LENGTH:
+        raise _checks.invalid(
+            rows_name,
+            f"at most {MAX_MATRIX_LENGTH} positions for a similarity matrix: its "
+            f"[{rows}, {rows}] float64 matrix would need {_gib(rows * rows * 8)}",
+            rows,
+        )
+    if rows * depth > MAX_CELLS:
+        raise _checks.invalid(
+            rows_name,
+            f"at most {MAX_CELLS} cells ({rows_name} x {name['depth']}) for a "
+            f"{kind} plot: {rows} x {depth} float64 cells would need "
+            f"{_gib(rows * depth * 8)}",
+            rows,
+        )
+    return length, depth
+
+
+def subplots(columns=1, *, width=7.0, height=4.0):
+    """A new `Figure` with a row of `columns` Axes, for the functions here.
+
+    Pictures of the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762, composed side by side.
+
+    Args:
+        columns: int. Number of Axes, side by side. Defaults to `1`.
+        width: float. Figure width in inches. Defaults to `7.0`.
+        height: float. Figure height in inches. Defaults to `4.0`.
+
+    Returns:
+        `(figure, axes)`: the matplotlib `Figure` and a list of its Axes.
+
+    Raises:
+        ImportError: if matplotlib (the 'plot' extra) is not installed.
+
+    Example (needs only `keras_posenc` and matplotlib):
+
+    >>> from keras_posenc import plot
+    >>> fig, (left, right) = plot.subplots(2, width=10.0)
+    >>> _ = plot.similarity(64, 16, ax=left)
+    >>> _ = plot.similarity_matrix(64, 16, ax=right)
+    >>> len(fig.axes)  # two panels and the matrix's colorbar
+    3
+    """
+    columns = _checks.positive_int("columns", columns)
     try:
         from matplotlib.figure import Figure
     except ImportError as error:
@@ -24,70 +136,110 @@ def _figure(width=7.0, height=4.0):
             "keras_posenc.plot needs matplotlib, which is in the 'plot' extra: "
             'pip install "keras-posenc[plot]"'
         ) from error
-    return Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height), layout="constrained")
+    return figure, list(figure.subplots(1, columns, squeeze=False)[0])
 
 
-def heatmap(length=128, depth=64, *, layout="interleaved", max_wavelength=10000.0):
+def _axes(ax, width=7.0, height=4.0):
+    """`ax` itself, or the one Axes of a new Figure."""
+    if ax is not None:
+        return ax
+    _, (ax,) = subplots(1, width=width, height=height)
+    return ax
+
+
+def _table64(length, depth, max_wavelength, layout="interleaved", start_index=0):
+    table = sinusoidal_table(
+        length,
+        depth,
+        max_wavelength=max_wavelength,
+        start_index=start_index,
+        layout=layout,
+    )
+    return ops.convert_to_numpy(table).astype(np.float64)
+
+
+def heatmap(
+    length=128,
+    depth=64,
+    *,
+    layout="interleaved",
+    max_wavelength=10000.0,
+    ax=None,
+):
     """Heatmap of the table: positions down, dimensions across.
 
+    Shows `keras_posenc.sinusoidal_table(length, depth)`, the encoding of
+    Vaswani et al. (2017), section 3.5, https://arxiv.org/abs/1706.03762.
+
     Args:
-        length: int. Number of positions. Defaults to `128`.
+        length: int. Number of positions, with `length * depth <= 2**24`.
+            Defaults to `128`.
         depth: int. Number of dimensions. Defaults to `64`.
         layout: `"interleaved"` or `"concatenated"`. Defaults to
             `"interleaved"`.
         max_wavelength: float. The base of the wavelengths. Defaults to
             `10000.0`.
+        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
+            Defaults to `None`.
 
     Returns:
-        A matplotlib `Figure`.
+        The matplotlib `Figure` drawn on (the one holding `ax` when given).
 
-    Example:
+    Example (needs only `keras_posenc` and matplotlib):
 
-    >>> fig = keras_posenc.plot.heatmap(64, 32)
-    >>> fig.savefig("table.png")  # doctest: +SKIP
+    >>> from keras_posenc import plot
+    >>> fig = plot.heatmap(64, 32)
+    >>> fig.axes[0].get_images()[0].get_array().shape
+    (64, 32)
     """
-    table = sinusoidal_table(
-        length, depth, layout=layout, max_wavelength=max_wavelength
-    ).numpy()
-    fig = _figure()
-    ax = fig.add_subplot()
+    length, depth = check_size("heatmap", length, depth)
+    layout = _checks.choice("layout", layout, _checks.LAYOUTS)
+    max_wavelength = _checks.wavelength(max_wavelength)
+    table = _table64(length, depth, max_wavelength, layout)
+    ax = _axes(ax)
     image = ax.imshow(
         table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest"
     )
     ax.set(
         xlabel="dimension",
         ylabel="position",
-        title=f"Sinusoidal position encoding ({layout}, depth {depth}, base {max_wavelength:g})",
+        title=f"PE table ({layout}, depth {depth}, base {max_wavelength:g})",
     )
-    fig.colorbar(image, ax=ax, label="value")
-    return fig
+    ax.figure.colorbar(image, ax=ax, label="value")
+    return ax.figure
 
 
-def wavelengths(depth=64, *, max_wavelength=10000.0):
+def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
     """Wavelength (in positions) of each sine/cosine pair, log scale.
 
     They form a geometric progression from `2 pi` to nearly
-    `2 pi * max_wavelength`: low dimensions turn fast (local), high ones
-    slowly (global).
+    `2 pi * max_wavelength` (Vaswani et al., 2017, section 3.5,
+    https://arxiv.org/abs/1706.03762): low dimensions turn fast (local),
+    high ones slowly (global).
 
     Args:
         depth: int. Number of dimensions. Defaults to `64`.
         max_wavelength: float. The base of the wavelengths. Defaults to
             `10000.0`.
+        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
+            Defaults to `None`.
 
     Returns:
-        A matplotlib `Figure`.
+        The matplotlib `Figure` drawn on (the one holding `ax` when given).
 
-    Example:
+    Example (needs only `keras_posenc` and matplotlib):
 
-    >>> fig = keras_posenc.plot.wavelengths(512)
+    >>> from keras_posenc import plot
+    >>> fig = plot.wavelengths(8)
+    >>> fig.axes[0].get_lines()[0].get_ydata().round(2).tolist()
+    [6.28, 62.83, 628.32, 6283.19]
     """
-    depth = _checks.positive_int("depth", depth)
+    _, depth = check_size("wavelengths", None, depth)
     max_wavelength = _checks.wavelength(max_wavelength)
-    omega = _constants(depth, max_wavelength, "interleaved").omega
-    fig = _figure()
-    ax = fig.add_subplot()
-    ax.semilogy(np.arange(len(omega)), 2 * np.pi / omega, marker=".", linestyle="-")
+    waves = 2 * np.pi / frequencies(depth, max_wavelength)
+    ax = _axes(ax)
+    ax.semilogy(np.arange(len(waves)), waves, marker=".", linestyle="-")
     ax.axhline(2 * np.pi, color="gray", linestyle=":", label="2 pi")
     ax.axhline(
         2 * np.pi * max_wavelength, color="gray", linestyle="--", label="2 pi * base"
@@ -98,139 +250,212 @@ def wavelengths(depth=64, *, max_wavelength=10000.0):
         title=f"Wavelengths, depth {depth}, base {max_wavelength:g}",
     )
     ax.legend()
-    return fig
+    return ax.figure
 
 
-def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None):
-    """Dot products of encodings: against distance, and position by position.
+def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=None):
+    """Dot product `PE(p) . PE(p + k)` against the distance `k`, for one `p`.
 
-    Left: `PE(p) . PE(p + k)` against `k` for a fixed `p`; it depends on
-    `k` only (the encoding of `p + k` is a rotation of that of `p`). Right:
-    the full `[length, length]` matrix of dot products.
+    For an even depth it equals `sum_i cos(k w_i)`: it depends on `k` only,
+    since the encoding of `p + k` is a rotation of that of `p` (Vaswani et
+    al., 2017, section 3.5, https://arxiv.org/abs/1706.03762).
 
     Args:
-        length: int. Number of positions. Defaults to `128`.
+        length: int. Positions `0 .. length - 1` are compared with `origin`,
+            with `length * depth <= 2**24`. Defaults to `128`.
         depth: int. Number of dimensions. Defaults to `64`.
         max_wavelength: float. The base of the wavelengths. Defaults to
             `10000.0`.
-        origin: int. The position `p` of the left panel. Defaults to
+        origin: int. The position `p`, in `[0, length)`. Defaults to
             `length // 2`.
+        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
+            Defaults to `None`.
 
     Returns:
-        A matplotlib `Figure`.
+        The matplotlib `Figure` drawn on (the one holding `ax` when given).
 
-    Example:
+    Example (needs only `keras_posenc` and matplotlib):
 
-    >>> fig = keras_posenc.plot.similarity(100, 32)
+    >>> from keras_posenc import plot
+    >>> fig = plot.similarity(9, 4, origin=4)
+    >>> round(float(fig.axes[0].get_lines()[0].get_ydata()[4]), 6)  # depth / 2
+    2.0
     """
-    table = (
-        sinusoidal_table(length, depth, max_wavelength=max_wavelength)
-        .numpy()
-        .astype(np.float64)
-    )
+    length, depth = check_size("similarity", length, depth)
+    max_wavelength = _checks.wavelength(max_wavelength)
     origin = (
         length // 2 if origin is None else _checks.non_negative_int("origin", origin)
     )
     if origin >= length:
         raise _checks.invalid("origin", f"a position < length ({length})", origin)
-    dots = table @ table.T
-    fig = _figure(11.0, 4.0)
-    left, right = fig.subplots(1, 2)
-    offsets = np.arange(length) - origin
-    left.plot(offsets, dots[origin])
-    left.set(
+    table = _table64(length, depth, max_wavelength)
+    ax = _axes(ax)
+    ax.plot(np.arange(length) - origin, table @ table[origin])
+    ax.set(
         xlabel="distance k",
         ylabel=f"PE({origin}) . PE({origin} + k)",
         title="Dot product against distance",
     )
-    image = right.imshow(dots, cmap="viridis", interpolation="nearest")
-    right.set(xlabel="position", ylabel="position", title="PE(p) . PE(q)")
-    fig.colorbar(image, ax=right)
-    return fig
+    return ax.figure
+
+
+def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
+    """The `[length, length]` matrix of dot products `PE(p) . PE(q)`.
+
+    Constant along diagonals: it depends on `q - p` only (Vaswani et al.,
+    2017, section 3.5, https://arxiv.org/abs/1706.03762).
+
+    Args:
+        length: int. Number of positions, at most `4096`. Defaults to `128`.
+        depth: int. Number of dimensions. Defaults to `64`.
+        max_wavelength: float. The base of the wavelengths. Defaults to
+            `10000.0`.
+        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
+            Defaults to `None`.
+
+    Returns:
+        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+
+    Example (needs only `keras_posenc` and matplotlib):
+
+    >>> from keras_posenc import plot
+    >>> fig = plot.similarity_matrix(16, 8)
+    >>> fig.axes[0].get_images()[0].get_array().shape
+    (16, 16)
+    """
+    length, depth = check_size("similarity_matrix", length, depth)
+    max_wavelength = _checks.wavelength(max_wavelength)
+    table = _table64(length, depth, max_wavelength)
+    ax = _axes(ax, 5.0, 4.0)
+    image = ax.imshow(table @ table.T, cmap="viridis", interpolation="nearest")
+    ax.set(xlabel="position q", ylabel="position p", title="PE(p) . PE(q)")
+    ax.figure.colorbar(image, ax=ax)
+    return ax.figure
+
+
+def _exponents(values):
+    values = list(values)
+    if not values or any(
+        not _checks.is_int(e) or not 1 <= e <= MAX_EXPONENT for e in values
+    ):
+        raise _checks.invalid(
+            "exponents",
+            f"a non-empty sequence of integers in [1, {MAX_EXPONENT}]",
+            values,
+        )
+    return values
 
 
 def precision(
-    depth=64, *, max_wavelength=10000.0, exponents=range(4, 25, 2), window=256
+    depth=64,
+    *,
+    max_wavelength=10000.0,
+    exponents=range(4, 25, 2),
+    window=256,
+    ax=None,
 ):
     """Max error against float64 at growing positions: ours vs naive float32.
 
     The naive formula forms the angle `p * w` in float32 and loses about
-    `p * 2**-24`; ours reduces the phase exactly in int32.
+    `p * 2**-24` radians; ours reduces the phase exactly and stays within
+    2e-7 (Vaswani et al., 2017, section 3.5, https://arxiv.org/abs/1706.03762
+    for the formula). The float64 baseline is itself exact to about 1e-9
+    only up to positions near 2**24.
 
     Args:
         depth: int. Number of dimensions. Defaults to `64`.
         max_wavelength: float. The base of the wavelengths. Defaults to
             `10000.0`.
-        exponents: the windows end at positions `2**e`. Defaults to
-            `4, 6, ..., 24`.
-        window: int. Positions per window. Defaults to `256`.
+        exponents: integers in `[1, 31]`: the windows end at positions
+            `2**e`. Defaults to `4, 6, ..., 24`.
+        window: int. Positions per window, with `window * depth <= 2**24`.
+            Defaults to `256`.
+        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
+            Defaults to `None`.
 
     Returns:
-        A matplotlib `Figure`.
+        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        Its first line is the naive error, its second ours.
 
-    Example:
+    Example (needs only `keras_posenc` and matplotlib):
 
-    >>> fig = keras_posenc.plot.precision()
+    >>> from keras_posenc import plot
+    >>> fig = plot.precision(depth=8, exponents=[8, 24], window=16)
+    >>> naive, ours = (line.get_ydata() for line in fig.axes[0].get_lines()[:2])
+    >>> bool(ours.max() < 2e-7 and naive[-1] > 0.05)
+    True
     """
-    depth = _checks.positive_int("depth", depth)
-    omega = _constants(depth, _checks.wavelength(max_wavelength), "interleaved").omega
-    columns = np.arange(depth) // 2
-    is_sin = np.arange(depth) % 2 == 0
+    _, depth = check_size("precision", None, depth, window=window)
+    max_wavelength = _checks.wavelength(max_wavelength)
+    exponents = _exponents(exponents)
     ends, ours, naive = [], [], []
     for e in exponents:
         end = 2**e
         positions = np.arange(max(0, end - window), end)
-        angle = positions[:, None] * omega[columns]
-        exact = np.where(is_sin, np.sin(angle), np.cos(angle))
-        angle32 = positions.astype(np.float32)[:, None] * omega[columns].astype(
-            np.float32
+        exact = _reference.sinusoidal_float64(positions, depth, max_wavelength)
+        table = _table64(
+            len(positions), depth, max_wavelength, "interleaved", int(positions[0])
         )
-        naive32 = np.where(is_sin, np.sin(angle32), np.cos(angle32))
-        table = sinusoidal_table(
-            len(positions),
-            depth,
-            start_index=int(positions[0]),
-            max_wavelength=max_wavelength,
-        ).numpy()
+        usual = _reference.naive_float32(positions, depth, max_wavelength)
         ends.append(end)
         ours.append(np.abs(table - exact).max())
-        naive.append(np.abs(naive32 - exact).max())
-    fig = _figure()
-    ax = fig.add_subplot()
+        naive.append(np.abs(usual - exact).max())
+    ax = _axes(ax)
     ax.loglog(ends, naive, marker="o", label="naive float32 angle")
     ax.loglog(ends, ours, marker="s", label="keras_posenc")
-    ax.axhline(2**-25, color="gray", linestyle=":", label="half a float32 ulp")
+    ax.axhline(2e-7, color="gray", linestyle=":", label="2e-7 bound")
     ax.set(
         xlabel="position",
         ylabel="max |error| vs float64",
         title=f"Precision at growing positions (depth {depth})",
     )
     ax.legend()
-    return fig
+    return ax.figure
 
 
-def save_png(figure, path):
-    """Writes `figure` to `path` as a PNG, atomically (temporary file, then rename).
+def save_png(figure, path, *, overwrite=False, dpi=110):
+    """Writes `figure` to `path` as a PNG, atomically.
+
+    The PNG is written to a temporary sibling and renamed to `path`
+    (`keras_posenc._files.atomic_file`), so a failure or a kill midway
+    leaves no partial file and an existing `path` untouched. For pictures
+    of the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
 
     Args:
         figure: a matplotlib `Figure`.
-        path: the file to write.
+        path: str or os.PathLike. The file to write; its folder is created.
+        overwrite: bool. Replace an existing regular file at `path`.
+            Defaults to `False`.
+        dpi: int. Resolution. Defaults to `110`.
 
-    Example:
+    Returns:
+        The absolute path written.
 
-    >>> keras_posenc.plot.save_png(keras_posenc.plot.heatmap(), "pe.png")  # doctest: +SKIP
+    Raises:
+        FileExistsError: if `path` exists and `overwrite` is false.
+        ValueError: if `path` may not be replaced (not a regular file).
+
+    Example (writes a file, so not run here):
+
+    >>> from keras_posenc import plot
+    >>> plot.save_png(plot.heatmap(), "pe.png")  # doctest: +SKIP
+    '/.../pe.png'
     """
-    path = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    partial = os.path.join(folder, f".{os.path.basename(path)}.partial")
-    try:
-        figure.savefig(partial, format="png", dpi=110)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    path = _files.check_path(path)
+    _checks.boolean("overwrite", overwrite)
+    dpi = _checks.positive_int("dpi", dpi)
+    with _files.atomic_file(path, overwrite=overwrite) as staging:
+        figure.savefig(staging, format="png", dpi=dpi)
     return path
 
 
-__all__ = ["heatmap", "precision", "save_png", "similarity", "wavelengths"]
+__all__ = [
+    "heatmap",
+    "precision",
+    "save_png",
+    "similarity",
+    "similarity_matrix",
+    "subplots",
+    "wavelengths",
+]

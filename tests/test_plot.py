@@ -1,66 +1,251 @@
-"""Plot helpers and the `plot` command: real figures with the right data."""
+"""Plot helpers: the data they draw, composition into given Axes, save_png."""
 
-import builtins
 import os
+import sys
 
 import numpy as np
 import pytest
-from conftest import reference
+from _helpers import LAYOUTS, TOL, reference, to_numpy
 
 pytest.importorskip("matplotlib")
 
-from keras_posenc import cli, plot  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+import keras_posenc  # noqa: E402
+from keras_posenc import plot  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_heatmap_shows_the_table():
-    fig = plot.heatmap(40, 12, layout="concatenated")
-    (image,) = fig.axes[0].get_images()
-    np.testing.assert_allclose(image.get_array(), reference(np.arange(40), 12, layout="concatenated"), atol=2e-7)
+def omega(depth, base=10000.0):
+    """The paper's frequencies, written here independently of the package."""
+    return base ** (-2.0 * np.arange((depth + 1) // 2) / depth)
+
+
+def image_of(fig, index=0):
+    (image,) = fig.axes[index].get_images()
+    return np.asarray(image.get_array())
+
+
+# -- the data drawn --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_heatmap_shows_the_table(layout):
+    # The image is the table: the float64 reference within TOL, and exactly
+    # what sinusoidal_table returns.
+    fig = plot.heatmap(40, 12, layout=layout, max_wavelength=500.0)
+    shown = image_of(fig)
+    np.testing.assert_allclose(
+        shown, reference(np.arange(40), 12, 500.0, layout), rtol=0, atol=TOL
+    )
+    table = keras_posenc.sinusoidal_table(40, 12, layout=layout, max_wavelength=500.0)
+    np.testing.assert_array_equal(shown, to_numpy(table))
 
 
 def test_wavelengths_are_a_geometric_progression():
+    # Pair i repeats every 2 pi b**(2i/d) positions: ratio b**(2/d) throughout.
     fig = plot.wavelengths(32, max_wavelength=500.0)
-    line = fig.axes[0].get_lines()[0]
-    np.testing.assert_allclose(line.get_ydata(), 2 * np.pi * 500.0 ** (np.arange(16) * 2 / 32), rtol=1e-12)
+    waves = fig.axes[0].get_lines()[0].get_ydata()
+    np.testing.assert_allclose(waves, 2 * np.pi / omega(32, 500.0), rtol=1e-12)
+    np.testing.assert_allclose(waves[1:] / waves[:-1], 500.0 ** (2 / 32), rtol=1e-12)
 
 
-def test_similarity_depends_on_distance():
+def test_similarity_curve_is_the_sum_of_cosines_of_distance():
+    # PE(p) . PE(p + k) = sum_i cos(k w_i) for an even depth: a function of k alone.
     fig = plot.similarity(64, 16, origin=20)
     curve = fig.axes[0].get_lines()[0]
     k = curve.get_xdata()
-    expected = np.cos(np.outer(k, 1e4 ** (-np.arange(0, 16, 2) / 16))).sum(axis=1)
-    np.testing.assert_allclose(curve.get_ydata(), expected, atol=1e-5)
-    with pytest.raises(ValueError, match=r"`origin`, expected a position < length \(64\). Received: origin=64"):
-        plot.similarity(64, 16, origin=64)
+    np.testing.assert_array_equal(k, np.arange(64) - 20)
+    expected = np.cos(np.outer(k, omega(16))).sum(axis=1)
+    np.testing.assert_allclose(curve.get_ydata(), expected, rtol=0, atol=1e-5)
+
+
+def test_similarity_matrix_is_the_gram_matrix_of_the_table():
+    # Entry (p, q) is PE(p) . PE(q), from the float64 reference within 1e-5.
+    rows = reference(np.arange(24), 8)
+    shown = image_of(plot.similarity_matrix(24, 8))
+    np.testing.assert_allclose(shown, rows @ rows.T, rtol=0, atol=1e-5)
 
 
 def test_precision_curve_ours_flat_naive_growing():
+    # Ours stays within 2e-7 of float64 up to 2**24; the naive float32 angle
+    # loses about p * 2**-24 and passes 0.1 there.
     fig = plot.precision(depth=16, exponents=[8, 16, 24], window=32)
     naive, ours = (line.get_ydata() for line in fig.axes[0].get_lines()[:2])
-    assert max(ours) <= 2e-7
-    assert naive[-1] > 0.1 > naive[0]
+    np.testing.assert_array_equal(
+        fig.axes[0].get_lines()[0].get_xdata(), [2**8, 2**16, 2**24]
+    )
+    assert max(ours) <= TOL
+    assert naive[0] < 1e-5 < naive[1] < naive[2]
+    assert naive[2] > 0.1
+
+
+# -- composition -------------------------------------------------------------------
+
+
+def test_ax_none_makes_a_new_figure():
+    # Without `ax`: a new Figure holding the plot (and the colorbar).
+    fig = plot.heatmap(8, 4)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 2 and fig.axes[0].get_images()
+
+
+def test_given_ax_is_drawn_into_with_the_same_data():
+    # With `ax`: that Axes gets the same data, its figure is returned.
+    fig = Figure()
+    left, right = fig.subplots(1, 2)
+    assert plot.heatmap(16, 6, ax=right) is fig
+    assert plot.similarity(16, 6, origin=3, ax=left) is fig
+    np.testing.assert_array_equal(
+        np.asarray(right.get_images()[0].get_array()), image_of(plot.heatmap(16, 6))
+    )
+    alone = plot.similarity(16, 6, origin=3).axes[0].get_lines()[0].get_ydata()
+    np.testing.assert_array_equal(left.get_lines()[0].get_ydata(), alone)
+
+
+def test_subplots_composes_every_plot_into_one_figure():
+    # One Figure, five Axes, each plot in its own (plus two colorbars).
+    fig, axes = plot.subplots(5, width=20.0)
+    plot.heatmap(16, 8, ax=axes[0])
+    plot.wavelengths(8, ax=axes[1])
+    plot.similarity(16, 8, ax=axes[2])
+    plot.similarity_matrix(16, 8, ax=axes[3])
+    plot.precision(8, exponents=[4, 8], window=8, ax=axes[4])
+    assert len(fig.axes) == 7
+    assert all(ax.get_images() or ax.get_lines() for ax in axes)
+
+
+# -- arguments and sizes --------------------------------------------------------
+
+
+def test_similarity_length_zero_blames_length_not_origin():
+    # The size is checked before the origin it would derive.
+    with pytest.raises(
+        ValueError, match=r"`length`, expected a positive integer. Received: length=0"
+    ):
+        plot.similarity(0, 16)
+
+
+def test_similarity_origin_must_be_a_position():
+    # origin in [0, length).
+    with pytest.raises(
+        ValueError,
+        match=r"`origin`, expected a position < length \(64\). Received: origin=64",
+    ):
+        plot.similarity(64, 16, origin=64)
+
+
+def test_similarity_matrix_refuses_a_huge_matrix_before_allocating():
+    # 100000 positions would be a 74.5 GiB float64 matrix.
+    with pytest.raises(
+        ValueError,
+        match=r"`length`, expected at most 4096 positions .* 80000000000 bytes "
+        r"\(74.5 GiB\). Received: length=100000",
+    ):
+        plot.similarity_matrix(100000, 8)
+
+
+def test_heatmap_refuses_more_than_2_to_24_cells():
+    # length x depth beyond 2**24 is refused, naming the bytes.
+    with pytest.raises(
+        ValueError,
+        match=r"`length`, expected at most 16777216 cells .* 134219776 bytes",
+    ):
+        plot.heatmap(65537, 256)
+
+
+def test_check_size_names_flags_for_the_command_line():
+    # flags=True names --length / --depth, as the CLI prints them.
+    with pytest.raises(
+        ValueError,
+        match=r"`--depth`, expected a positive integer <= 65536. Received: --depth=0",
+    ):
+        plot.check_size("heatmap", 8, 0, flags=True)
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, message",
+    [
+        ("heatmap", {"layout": "rows"}, r"`layout`, expected one of \("),
+        (
+            "wavelengths",
+            {"max_wavelength": 0.0},
+            r"`max_wavelength`, expected a finite",
+        ),
+        ("precision", {"exponents": [4, 32]}, r"`exponents`, expected .* in \[1, 31\]"),
+        ("precision", {"window": 0}, r"`window`, expected a positive integer"),
+        ("subplots", {"columns": 0}, r"`columns`, expected a positive integer"),
+    ],
+)
+def test_bad_arguments_are_named(name, kwargs, message):
+    # Every argument is checked with a Keras-style message.
+    with pytest.raises(ValueError, match=message):
+        getattr(plot, name)(**kwargs)
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch):
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name.startswith("matplotlib"):
-            raise ImportError("no matplotlib")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(ImportError, match=r"'plot' extra: pip install \"keras-posenc\[plot\]\""):
+    # Without matplotlib: an ImportError that says which extra to install.
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    with pytest.raises(
+        ImportError, match=r"'plot' extra: pip install \"keras-posenc\[plot\]\""
+    ):
         plot.heatmap(8, 4)
 
 
-@pytest.mark.parametrize("kind", ["heatmap", "wavelengths", "similarity"])
-def test_plot_command_writes_a_png(tmp_path, kind, capsys):
-    out = tmp_path / f"{kind}.png"
-    assert cli.main(["plot", "--kind", kind, "--length", "32", "--depth", "16", "--out", str(out)]) == 0
-    with open(out, "rb") as f:
-        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    assert os.path.getsize(out) > 2000
-    assert cli.main(["plot", "--kind", kind, "--out", str(out)]) == 1  # never overwritten unasked
-    assert "--overwrite" in capsys.readouterr().err
-    assert sorted(os.listdir(tmp_path)) == [f"{kind}.png"]
+# -- save_png --------------------------------------------------------------------
+
+
+def test_save_png_writes_a_png_and_leaves_no_temporary_file(tmp_path):
+    # A real PNG at `path`, the absolute path returned, nothing else left.
+    path = plot.save_png(plot.wavelengths(8), tmp_path / "w.png")
+    assert path == str(tmp_path / "w.png")
+    assert (tmp_path / "w.png").read_bytes()[:8] == PNG_MAGIC
+    assert os.listdir(tmp_path) == ["w.png"]
+
+
+def test_save_png_refuses_to_replace_unless_asked(tmp_path):
+    # An existing file is kept unless overwrite=True, which replaces it.
+    path = tmp_path / "pe.png"
+    path.write_bytes(b"old")
+    with pytest.raises(FileExistsError, match=r"Refusing to replace .* overwrite=True"):
+        plot.save_png(plot.wavelengths(8), path)
+    assert path.read_bytes() == b"old"
+    plot.save_png(plot.wavelengths(8), path, overwrite=True)
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    assert os.listdir(tmp_path) == ["pe.png"]
+
+
+def test_save_png_never_replaces_a_directory(tmp_path):
+    # overwrite=True replaces a regular file only.
+    (tmp_path / "pe.png").mkdir()
+    with pytest.raises(ValueError, match=r"it is not a regular file"):
+        plot.save_png(plot.wavelengths(8), tmp_path / "pe.png", overwrite=True)
+    assert (tmp_path / "pe.png").is_dir()
+
+
+def test_failed_save_keeps_the_old_file_and_leaves_no_debris(tmp_path):
+    # A write that fails midway: the old PNG stays, no temporary file remains.
+    path = tmp_path / "pe.png"
+    path.write_bytes(b"old")
+    fig = plot.wavelengths(8)
+
+    def failing(target, **kwargs):
+        with open(target, "wb") as f:
+            f.write(PNG_MAGIC)
+        raise OSError(28, "No space left on device")
+
+    fig.savefig = failing
+    with pytest.raises(OSError, match="No space left on device"):
+        plot.save_png(fig, path, overwrite=True)
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["pe.png"]
+
+
+def test_save_png_checks_its_arguments(tmp_path):
+    # path and overwrite are checked before anything is written.
+    with pytest.raises(ValueError, match=r"`path`, expected a non-empty str"):
+        plot.save_png(plot.wavelengths(8), "")
+    with pytest.raises(ValueError, match=r"`overwrite`, expected a bool"):
+        plot.save_png(plot.wavelengths(8), tmp_path / "x.png", overwrite="yes")
+    assert os.listdir(tmp_path) == []
