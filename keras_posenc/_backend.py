@@ -78,7 +78,8 @@ def static_value(x):
         import torch
 
         if isinstance(x, torch.Tensor):
-            return x.detach().cpu().numpy()
+            # Subclasses include the fake tensors `torch.export` traces with.
+            return x.detach().cpu().numpy() if type(x) is torch.Tensor else None
     return ops.convert_to_numpy(x)
 
 

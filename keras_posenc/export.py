@@ -44,10 +44,17 @@ def _as_model(model_or_layer):
             "layer (call it once, or export a Model). Received: an unbuilt "
             f"{type(layer).__name__}"
         )
-    shape = tuple(build_config["input_shape"])
-    # Batch and length stay dynamic; the other dimensions are the built ones.
+    shape = list(build_config["input_shape"])
+    # Batch and length stay dynamic, wherever the layer's sequence axis is
+    # (`sequence_axis=-2` on [batch, heads, length, dim]); the other
+    # dimensions are the built ones. Rank-2 inputs are token ids.
+    axis = getattr(layer, "sequence_axis", 1)
+    feature_rank = len(shape) + 1 if len(shape) == 2 else len(shape)
+    axis = axis + feature_rank if axis < 0 else axis
+    if 0 < axis < len(shape):
+        shape[axis] = None
     dtype = layer.compute_dtype if len(shape) >= 3 else "int32"
-    inputs = keras.Input(shape=(None,) + shape[2:], dtype=dtype)
+    inputs = keras.Input(shape=tuple(shape[1:]), dtype=dtype)
     return keras.Model(inputs, layer(inputs))
 
 
@@ -78,13 +85,19 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
     Returns:
         The absolute path written.
 
-    Example:
+    Example (TensorFlow or JAX backend; the example sees `keras` and
+    `keras_posenc` and writes `pe_model` in the current directory):
 
+    >>> if keras.backend.backend() == "torch":  # no SavedModels from torch
+    ...     import pytest; pytest.skip("torch: save a .keras file instead")
+    >>> import tensorflow as tf
     >>> inputs = keras.Input(shape=(None, 16))
     >>> layer = keras_posenc.SinusoidalPositionEncoding()
     >>> model = keras.Model(inputs, layer(inputs))
-    >>> keras_posenc.export_saved_model(model, "pe_model")  # doctest: +SKIP
-    '/.../pe_model'
+    >>> path = keras_posenc.export_saved_model(model, "pe_model")
+    >>> serve = tf.saved_model.load(path).signatures["serving_default"]
+    >>> [y.shape for y in serve(tf.zeros((2, 5, 16))).values()]
+    [TensorShape([2, 5, 16])]
     """
     path = _files.check_path(path)
     _checks.boolean("overwrite", overwrite)
@@ -111,9 +124,12 @@ def _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_rang
         else ComputedRows(encoder)
     )
 
+    # autograph=False: plain Python control flow only; autograph would
+    # re-read (and could mis-convert) the source of every helper called.
     class EncoderModule(tf.Module):
         @tf.function(
-            input_signature=[tf.TensorSpec([None, None], tf.int32, name="positions")]
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="positions")],
+            autograph=False,
         )
         def encode(self, positions):
             positions, ok = _checks.positions(
@@ -125,7 +141,8 @@ def _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_rang
             input_signature=[
                 tf.TensorSpec([], tf.int32, name="length"),
                 tf.TensorSpec([], tf.int32, name="start_index"),
-            ]
+            ],
+            autograph=False,
         )
         def table(self, length, start_index):
             length = _checks.length_of(length)
@@ -153,9 +170,11 @@ def export_encoder(
     `[batch, length, depth]`; `table(length, start_index)` gives the rows
     `[length, depth]` for positions `start_index + [0, length)`. The
     encoding of Vaswani et al. (2017), section 3.5,
-    https://arxiv.org/abs/1706.03762, exact to float32 rounding. Needs the
-    TensorFlow backend (`python -m keras_posenc export` uses it whatever
-    the configured backend); written atomically like `export_saved_model`.
+    https://arxiv.org/abs/1706.03762, exact to float32 rounding. The
+    signatures hold TensorFlow ops only, so the SavedModel loads where
+    keras_posenc is not installed. Needs `KERAS_BACKEND="tensorflow"`
+    (the `keras-posenc export` command re-runs itself under it); written
+    atomically like `export_saved_model`.
 
     Args:
         path: str or path-like. The directory to create.
@@ -168,13 +187,20 @@ def export_encoder(
     Returns:
         The absolute path written.
 
-    Example:
+    Example (TensorFlow backend; the example sees `keras`, `keras_posenc`
+    and `np` and writes `pe_encoder` in the current directory):
 
-    >>> keras_posenc.export_encoder("pe_encoder", 64)  # doctest: +SKIP
-    '/.../pe_encoder'
+    >>> if keras.backend.backend() != "tensorflow":
+    ...     import pytest; pytest.skip("export_encoder builds TensorFlow ops")
+    >>> import tensorflow as tf
+    >>> path = keras_posenc.export_encoder("pe_encoder", 64)
+    >>> table = tf.saved_model.load(path).signatures["table"]
+    >>> rows = table(length=tf.constant(3), start_index=tf.constant(0))["encoding"]
+    >>> rows.shape
+    TensorShape([3, 64])
+    >>> np.round(rows.numpy()[1, :4], 4)  # sin(1), cos(1), sin(w1), cos(w1)
+    array([0.8415, 0.5403, 0.6816, 0.7318], dtype=float32)
     """
-    import tensorflow as tf
-
     path = _files.check_path(path)
     _checks.boolean("overwrite", overwrite)
     depth = _checks.depth(depth)
@@ -183,6 +209,10 @@ def export_encoder(
     max_wavelength = _checks.wavelength(max_wavelength)
     out_of_range = _checks.choice("out_of_range", out_of_range, _checks.OUT_OF_RANGE)
     if mode == "lookup":
+        if max_length is None:
+            raise _checks.invalid(
+                "max_length", "a positive integer with mode='lookup'", None
+            )
         max_length = _checks.positive_int("max_length", max_length, 2**31)
         _checks.table_bytes(max_length, depth)
     elif max_length is not None:
@@ -190,9 +220,12 @@ def export_encoder(
     if _backend.NAME != "tensorflow":
         raise ValueError(
             "export_encoder builds TensorFlow ops and needs "
-            f"KERAS_BACKEND='tensorflow'. Received: KERAS_BACKEND={_backend.NAME!r}."
+            f"KERAS_BACKEND='tensorflow'. Received: KERAS_BACKEND={_backend.NAME!r}. "
+            "Run it with KERAS_BACKEND=tensorflow (or `keras-posenc export`)."
         )
     _files.refuse_to_replace(path, overwrite)
+    import tensorflow as tf
+
     module = _encoder_module(
         depth, mode, max_length, layout, max_wavelength, out_of_range
     )

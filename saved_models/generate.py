@@ -19,7 +19,11 @@ def build_model():
     inputs = keras.Input(shape=(None, 8), name="features")
     added = keras_posenc.SinusoidalPositionEncoding(name="pe_add")(inputs)
     table = keras_posenc.SinusoidalPositionEncoding(
-        mode="lookup", max_length=64, merge=None, depth=5, layout="concatenated",
+        mode="lookup",
+        max_length=64,
+        merge=None,
+        depth=5,
+        layout="concatenated",
         name="pe_lookup",
     )(inputs)
     return keras.Model(inputs, keras.layers.Concatenate()([added, table]))
