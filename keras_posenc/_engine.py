@@ -74,7 +74,9 @@ def _sincos(q, consts):
 
 def _combine(fine_u, fine_v, sin, cos):
     """Angle addition: value at ``q + l`` from the coarse row at ``q``."""
-    return ops.add(ops.multiply(fine_u, cos), ops.multiply(fine_v, sin))
+    # `+`, not `ops.add`: Keras's TF add turns [0, C] + [0, C] into a BiasAdd
+    # that rejects empty inputs.
+    return ops.multiply(fine_u, cos) + ops.multiply(fine_v, sin)
 
 
 def range_rows(consts, start, length):
@@ -138,7 +140,14 @@ class Encoder:
             start: int32 scalar tensor (or Python int).
             length: int, or an int32 scalar tensor inside a TF graph.
         """
-        return self._range(ops.convert_to_tensor(start, "int32"), length)
+        start = ops.convert_to_tensor(start, "int32")
+        if _backend.NAME == "jax" and isinstance(length, int):
+            # jax.jit compiles once per length: round up to a power of two so
+            # that a few compilations serve every length. Rows do not depend
+            # on the length, so the bits are the same.
+            bucket = max(FINE_ROWS, 1 << max(length - 1, 0).bit_length())
+            return self._range(start, bucket)[:length]
+        return self._range(start, length)
 
     def at(self, positions):
         """float32 ``positions.shape + [C]`` for int32 `positions`."""

@@ -8,6 +8,21 @@ from keras_posenc import _checks, _engine
 from keras_posenc._keras import keras, output_shape
 from keras_posenc._rows import ComputedRows, LookupTable
 
+# Tensors with no dense sequence axis to place positions on: TF ragged and
+# sparse, JAX sparse (matched by name, as Keras's own data adapters do, so
+# that no backend has to be imported to check).
+_NOT_DENSE = ("RaggedTensor", "SparseTensor", "BCOO", "BCSR")
+
+
+def _check_dense(inputs):
+    kind = type(inputs).__name__
+    if kind in _NOT_DENSE or getattr(inputs, "is_sparse", False) is True:
+        raise _checks.invalid(
+            "inputs",
+            "a dense tensor (pad ragged sequences and densify sparse ones first)",
+            f"<{kind} shape={tuple(inputs.shape)}>",
+        )
+
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
 class SinusoidalPositionEncoding(keras.layers.Layer):
@@ -66,8 +81,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
             policy must be floating.
 
     Call arguments:
-        inputs: floating tensor `[batch, ..., features]` of rank >= 3, or
-            with `merge=None` also `[batch, length]` token ids.
+        inputs: dense floating tensor `[batch, ..., features]` of rank >= 3,
+            or with `merge=None` also `[batch, length]` token ids (ragged
+            and sparse tensors are refused: pad or densify them first).
         start_index: int, int scalar tensor, or int `[batch]` tensor.
             Position of the first token, shared or per example (cached
             decoding). Defaults to `0`.
@@ -174,18 +190,25 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0, positions=None, mask=None):
         del mask  # passed through unchanged by `compute_mask`
+        width, axis, length = self._read_inputs(inputs)
+        low = _checks.POSITION_MIN if self.mode == "compute" else 0
+        if positions is None:
+            start, ok = _checks.call_start(start_index, inputs, length, low)
+            encoding = self._rows.rows(start, length, ok)
+        else:
+            positions, ok = _checks.call_positions(positions, inputs, axis, low)
+            encoding = self._rows.at(positions, ok)
+        return self._merge(inputs, encoding, width, axis)
+
+    def _read_inputs(self, inputs):
+        """Checks `inputs`; returns the encoding width, sequence axis, length."""
+        _check_dense(inputs)
         _checks.floating_inputs(inputs, self.merge)
         width, axis = self._layout(inputs.shape)
         length = inputs.shape[axis]
-        length = length if _checks.is_int(length) else ops.shape(inputs)[axis]
-        low = _checks.POSITION_MIN if self.mode == "compute" else 0
-        if positions is not None:
-            positions, ok = _checks.call_positions(positions, inputs, axis, low)
-            encoding = self._rows.at(positions, ok)
-        else:
-            start, ok = _checks.call_start(start_index, inputs, length, low)
-            encoding = self._rows.rows(start, length, ok)
-        return self._merge(inputs, encoding, width, axis)
+        if not _checks.is_int(length):
+            length = ops.shape(inputs)[axis]  # unknown until run time
+        return width, axis, length
 
     def _merge(self, inputs, encoding, width, axis):
         """Casts once, places the sequence axis, and merges with the inputs."""
@@ -201,7 +224,9 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         if self.merge == "add":
             if self.scale_inputs:
                 inputs = inputs * ops.cast(math.sqrt(width), inputs.dtype)
-            return ops.add(inputs, encoding)
+            # `+`, not `ops.add`: Keras's TF `add` turns a [0, D] encoding
+            # into a BiasAdd that rejects it (length-0 inputs).
+            return inputs + encoding
         lead = ops.shape(inputs) if len(inputs.shape) == 2 else ops.shape(inputs)[:-1]
         encoding = ops.broadcast_to(encoding, (*lead, width))
         if self.merge == "concat":
