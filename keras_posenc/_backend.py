@@ -56,6 +56,46 @@ def eager_scope():
     return contextlib.nullcontext()
 
 
+def in_xla():
+    """Whether ops are being compiled by XLA: `jax.jit`, or TF `jit_compile`."""
+    if NAME == "jax":
+        return True
+    if NAME != "tensorflow" or not in_graph():
+        return False
+    try:
+        import tensorflow as tf
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # a TF without this internal: assume no XLA
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph()
+    )
+
+
+def materialize(*tables):
+    """The tensors, computed once per call under XLA too.
+
+    XLA would fuse the engine into the output loop and redo it for every
+    batch row and head (14x slower on JAX). It strips optimization barriers
+    on CPU, but never fuses a scatter into its consumers: the tables are
+    scattered (exactly) into a zero buffer. A one-row scatter is turned into
+    a copy and fused again, which would change the rounding (FMAs) of a
+    decoding step: it gets two rows.
+    """
+    if not in_xla():
+        return tables
+
+    def scatter(t):
+        length = t.shape[0]  # None (TF) or symbolic (jax2tf) when dynamic
+        rows = t if isinstance(length, int) and length > 1 else ops.concatenate([t, t])
+        count = ops.shape(rows)[0]
+        index = ops.expand_dims(ops.arange(count, dtype="int32"), -1)
+        out = ops.scatter_update(ops.zeros_like(rows), index, rows)
+        return out if rows is t else out[: ops.shape(t)[0]]
+
+    return tuple(scatter(t) for t in tables)
+
+
 def static_value(x):
     """`x` as a numpy array when its value is known now, else `None`.
 

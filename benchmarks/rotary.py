@@ -1,0 +1,274 @@
+"""Rotary embeddings: speed against the floor and keras-hub, precision against position.
+
+    python -m benchmarks.rotary [--backend tensorflow|jax|torch | --all-backends]
+        [--reps 21] [--shape B,L,H,D] [--smoke] [--json PATH]
+
+Speed, at `(batch, length, heads, dim) = (4, 2048, 8, 64)` in the half
+layout. The floor is the least a RoPE can do: `x * cos + rotate(x) * sin`
+with cos and sin precomputed constants `[1, L, 1, D]` (the rotation written
+as ours: one reverse of a size-2 axis, the sign folded into sin). Ours
+computes exact cos and sin at every call (`[L, D]` once, broadcast over
+batch and heads); keras-hub's `RotaryEmbedding` (float32 angles) runs when
+installed. Every configuration runs in the same process, in interleaved
+repetitions after a warm-up, per execution mode (TensorFlow: `tf.function`
+and `tf.function(jit_compile=True)`; JAX: `jax.jit`; torch: eager); the
+table shows medians, min-max, and the ratio to the floor of the same mode.
+`--all-backends` runs one subprocess per backend and merges the ratios.
+
+Precision: the largest error of cos and sin over positions `[p - 64, p)`
+at p = 2**11, 2**16, 2**20 and 2**24, head dim 128, base 10000: ours; the
+naive float32 code of Hugging Face and keras-hub (float32 positions times
+float32 `inv_freq`); and positions rounded to bfloat16 first (keras-hub
+#1494). The reference is float64 `cos(p * w)` with the float64
+frequencies, exact to 2e-9 at these positions.
+"""
+
+import argparse
+import sys
+
+from benchmarks import _common
+
+if __name__ == "__main__":
+    _common.select_backend(sys.argv[1:])
+
+import keras  # noqa: E402
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+from keras_posenc import _rope_scaling  # noqa: E402
+from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin  # noqa: E402
+
+BACKEND = keras.backend.backend()
+NAME = "rotary"
+SHAPE = (4, 2048, 8, 64)
+SMOKE_SHAPE = (1, 64, 2, 16)
+LANDMARKS = (2**11, 2**16, 2**20, 2**24)
+WINDOW, PRECISION_DIM = 64, 128
+
+FLOOR, OURS, KERAS_HUB = "floor", "ours_compute", "keras_hub"
+LABELS = {
+    FLOOR: "floor: x * cos + rotate(x) * sin, constant cos/sin",
+    OURS: "ours (exact cos/sin computed per call)",
+    KERAS_HUB: "keras-hub RotaryEmbedding",
+}
+MODES = {
+    "tensorflow": ("tf.function", "tf.function + XLA"),
+    "jax": ("jax.jit",),
+    "torch": ("eager",),
+}
+GOAL = 1.10  # ours / floor, tf.function and jax.jit
+
+
+# -- precision -----------------------------------------------------------------
+
+
+def precision_rows(dim=PRECISION_DIM, window=WINDOW):
+    """Max |error| of cos and sin per method and landmark position."""
+    freqs = _rope_scaling.frequencies(None, dim, 10000.0)
+    inv32 = freqs.astype(np.float32)
+    rows = {"ours": {}, "naive float32": {}, "bfloat16 positions": {}}
+    for end in LANDMARKS:
+        positions = np.arange(end - window, end)
+        angle = positions[:, None] * freqs
+        want = np.concatenate([np.cos(angle), np.sin(angle)], -1)
+        cos, sin = rotary_cos_sin(positions, dim)
+        ours = np.concatenate(
+            [ops.convert_to_numpy(t)[:, : dim // 2] for t in (cos, sin)], -1
+        )
+        methods = {"ours": ours}
+        for name, p in (
+            ("naive float32", positions.astype(np.float32)),
+            (
+                "bfloat16 positions",
+                positions.astype(ml_dtypes.bfloat16).astype(np.float32),
+            ),
+        ):
+            angle32 = p[:, None] * inv32  # float32 product, as the usual code
+            methods[name] = np.concatenate([np.cos(angle32), np.sin(angle32)], -1)
+        for name, got in methods.items():
+            rows[name][end] = float(np.abs(got.astype(np.float64) - want).max())
+    return rows
+
+
+def precision_markdown(rows, window=WINDOW, dim=PRECISION_DIM):
+    header = [f"max abs error of cos/sin, positions [p - {window}, p), dim {dim}"]
+    header += [f"p = 2**{int(np.log2(p))}" for p in LANDMARKS]
+    body = [
+        [name] + [f"{values[p]:.1e}" for p in LANDMARKS]
+        for name, values in rows.items()
+    ]
+    return _common.markdown_table(header, body)
+
+
+# -- speed ----------------------------------------------------------------------
+
+
+def _swap(x, dim):
+    """Halves swapped: one reverse of a size-2 axis (as the layer does it)."""
+    pairs = ops.reshape(x, (*ops.shape(x)[:-1], 2, dim // 2))
+    return ops.reshape(ops.flip(pairs, axis=-2), ops.shape(x))
+
+
+def configurations(shape):
+    """name -> function(x, start) applying RoPE at positions start + [0, L).
+
+    `start` is a runtime tensor (0), so that no compiler folds our cos/sin
+    into constants: ours computes them at every call. The floor's constants
+    are for start 0.
+    """
+    _, length, _, dim = shape
+    cos, sin = (ops.convert_to_numpy(t) for t in rotary_cos_sin(np.arange(length), dim))
+    sin = np.concatenate([-sin[:, : dim // 2], sin[:, dim // 2 :]], -1)
+    cos_c, sin_c = (ops.convert_to_tensor(t[None, :, None, :]) for t in (cos, sin))
+    ours = RotaryEmbedding()
+    configs = {
+        FLOOR: lambda x, start: x * cos_c + _swap(x, dim) * sin_c,
+        OURS: lambda x, start: ours(x, start_index=start),
+    }
+    try:
+        import keras_hub
+    except ImportError:
+        return configs
+    hub = keras_hub.layers.RotaryEmbedding()
+    configs[KERAS_HUB] = lambda x, start: hub(x, start_index=start)
+    return configs
+
+
+def _compiled(fn, mode):
+    if mode.startswith("tf.function"):
+        import tensorflow as tf
+
+        return tf.function(fn, autograph=False, jit_compile=mode.endswith("XLA"))
+    if mode == "jax.jit":
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
+def run(shape, reps):
+    """One backend's section: timings and ratios per configuration and mode."""
+    info = _common.run_info(BACKEND)
+    print(_common.machine_line(info))
+    x = ops.convert_to_tensor(
+        np.random.default_rng(0).normal(size=shape).astype("float32")
+    )
+    start = ops.convert_to_tensor(0, "int32")
+    runners = {}
+    for name, fn in configurations(shape).items():
+        for mode in MODES[BACKEND]:
+            compiled = _compiled(fn, mode)
+            runners[(name, mode)] = (lambda f: lambda: f(x, start))(compiled)
+    if BACKEND == "torch":
+        import torch
+
+        torch.set_grad_enabled(False)
+    times = _common.interleaved_times(runners, reps)
+    names = list(dict.fromkeys(name for name, _ in runners))
+    section = {
+        "run": info,
+        "shape": list(shape),
+        "reps": reps,
+        "load_end": _common.load_average(),
+    }
+    section["speed"] = {
+        name: {
+            mode: _common.time_summary(times[(name, mode)], times[(FLOOR, mode)])
+            for mode in MODES[BACKEND]
+        }
+        for name in names
+    }
+    print(speed_markdown(section))
+    rows = precision_rows()
+    section["precision"] = {
+        k: {str(p): v for p, v in r.items()} for k, r in rows.items()
+    }
+    print("\n" + precision_markdown(rows))
+    return section
+
+
+def speed_markdown(section):
+    shape = ", ".join(map(str, section["shape"]))
+    modes = list(next(iter(section["speed"].values())))
+    header = [f"(B, L, H, D) = ({shape}), {BACKEND}"]
+    header += [f"{mode}: ms (x floor; min x floor) [min-max]" for mode in modes]
+    body = [
+        [LABELS[name]] + [_common.fmt_ms(s) for s in cells.values()]
+        for name, cells in section["speed"].items()
+    ]
+    return _common.markdown_table(header, body)
+
+
+def merged_markdown(sections):
+    """Ratios to the floor, every backend and mode side by side."""
+    columns = [
+        (backend, mode) for backend, s in sections.items() for mode in MODES[backend]
+    ]
+    header = ["median time / floor"] + [f"{b}: {m}" for b, m in columns]
+    body = []
+    for name in LABELS:
+        cells = []
+        for backend, mode in columns:
+            cell = sections[backend]["speed"].get(name, {}).get(mode)
+            ratios = "-" if cell is None else f"{cell['ratio']:.2f}x"
+            if cell is not None:
+                ratios += f" (min {cell['min_ratio']:.2f}x)"
+            cells.append(ratios)
+        body.append([LABELS[name]] + cells)
+    return _common.markdown_table(header, body)
+
+
+def goals(sections):
+    """Whether ours is within GOAL of the floor (compiled) and beats keras-hub."""
+    lines = []
+    for backend, section in sections.items():
+        speed = section["speed"]
+        for mode in MODES[backend]:
+            ratio = speed[OURS][mode]["ratio"]
+            line = f"{backend} {mode}: ours {ratio:.2f}x floor (medians; "
+            line += f"{speed[OURS][mode]['min_ratio']:.2f}x by minimums)"
+            if mode in ("tf.function", "jax.jit"):
+                line += f" ({'within' if ratio <= GOAL else 'above'} {GOAL}x)"
+            if KERAS_HUB in speed:
+                hub = speed[KERAS_HUB][mode]["median_ms"]
+                verdict = "faster" if speed[OURS][mode]["median_ms"] < hub else "slower"
+                line += f"; {verdict} than keras-hub ({hub:.2f} ms)"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def parse_shape(text):
+    return tuple(int(v) for v in text.split(","))
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _common.add_backend_arguments(parser, NAME)
+    parser.add_argument("--reps", type=int, default=21)
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny shape, one repetition"
+    )
+    parser.add_argument(
+        "--shape", type=parse_shape, help="B,L,H,D instead of 4,2048,8,64"
+    )
+    args = parser.parse_args(argv)
+    if args.all_backends or (args.backend or BACKEND) != BACKEND:
+        sections = _common.run_backends(
+            NAME, argv, _common.BACKENDS if args.all_backends else [args.backend]
+        )
+        if len(sections) > 1:
+            print("\n## Every backend\n\n" + merged_markdown(sections))
+        print("\n" + goals(sections))
+        print("\nwritten:", _common.write_results(NAME, sections, args.json))
+        return sections
+    shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
+    section = run(shape, 1 if args.smoke else args.reps)
+    print("\n" + goals({BACKEND: section}))
+    print("written:", _common.write_results(NAME, {BACKEND: section}, args.json))
+    return {BACKEND: section}
+
+
+if __name__ == "__main__":
+    main()
