@@ -23,6 +23,10 @@ EXPECTED = {
         "concatenated == interleaved[:, [0, 2, 4, 6, 1, 3, 5, 7]]: True",
     ),
     "02_train_and_export.ipynb": (2, "max |original - reloaded| ="),
+    "03_rotary_embeddings.ipynb": (
+        3,
+        "from_config(get_config()) gives the same outputs: True",
+    ),
 }
 # Per cell. Each notebook takes well under a minute on a free 2-core CPU
 # (see `--durations`); the limit only stops a hung kernel.
