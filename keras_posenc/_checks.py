@@ -31,6 +31,8 @@ DEFAULT_MAX_TABLE_BYTES = 2**30
 
 
 def invalid(name, expected, value):
+    if isinstance(value, np.generic):
+        value = value.item()  # `3`, not `np.int64(3)`
     return ValueError(
         f"Received an invalid value for `{name}`, expected {expected}. "
         f"Received: {name}={value!r}"
@@ -94,7 +96,14 @@ def floating_dtype(value, name="dtype"):
 
 def table_bytes(max_length, width, name="max_length"):
     """Refuses a lookup table larger than the configured byte limit."""
-    limit = int(os.environ.get(TABLE_BYTES_VARIABLE, DEFAULT_MAX_TABLE_BYTES))
+    setting = os.environ.get(TABLE_BYTES_VARIABLE, "")
+    try:
+        limit = int(setting) if setting.strip() else DEFAULT_MAX_TABLE_BYTES
+    except ValueError:
+        raise ValueError(
+            f"The environment variable {TABLE_BYTES_VARIABLE} must be a number "
+            f"of bytes. Received: {TABLE_BYTES_VARIABLE}={setting!r}"
+        ) from None
     needed = (max_length + 1) * width * 4
     if needed > limit:
         raise invalid(
@@ -108,12 +117,15 @@ def table_bytes(max_length, width, name="max_length"):
 def _echo(value):
     """The value to show in a message: numbers when known, else the spec."""
     static = _backend.static_value(value)
-    if static is not None:
-        return static.tolist() if np.ndim(static) else static.item()
-    return f"<tensor dtype={_backend.dtype_name(value)} shape={tuple(value.shape)}>"
+    if static is None:
+        return f"<tensor dtype={_backend.dtype_name(value)} shape={tuple(value.shape)}>"
+    static = np.asarray(static)
+    if static.size > 16:
+        return f"<array dtype={static.dtype} shape={static.shape}>"
+    return static.tolist() if static.ndim else static.item()
 
 
-def positions(name, value, *, low, ranks):
+def positions(name, value, *, low, ranks, expected=None):
     """Integer positions in ``[low, 2**31)`` as int32, checked before the cast.
 
     Args:
@@ -121,6 +133,8 @@ def positions(name, value, *, low, ranks):
         value: Python int(s), numpy array or integer tensor.
         low: smallest position allowed (0, or -2**31 in compute mode).
         ranks: allowed ranks.
+        expected: what the messages say is allowed, when the values are not
+            positions (a length, a batch size).
 
     Returns:
         ``(int32 tensor, ok)``: `ok` is `None` when every value was checked
@@ -128,57 +142,93 @@ def positions(name, value, *, low, ranks):
         cannot be encoded; inside a TF graph a failing value also trips an
         assertion. Under XLA or `jax.jit`, callers turn those rows into NaN.
     """
+    kind = expected or f"integer positions in [{low}, 2**31)"
+    in_range = expected or f"positions in [{low}, 2**31) (int32)"
     if value is None or isinstance(value, (bool, float, str)):
-        raise invalid(name, f"integer positions in [{low}, 2**31)", value)
+        raise invalid(name, kind, value)
     static = _backend.static_value(value)
     if static is not None:
         array = np.asarray(static)
         if array.size == 0:
             array = array.astype(np.int32)  # `positions=[]` for an empty sequence
-        is_integer = array.dtype == object or np.issubdtype(array.dtype, np.integer)
+        is_integer = np.issubdtype(array.dtype, np.integer)
         if array.dtype == object:
             is_integer = all(is_int(v) for v in array.ravel())
         if not is_integer:
-            raise invalid(name, f"integer positions in [{low}, 2**31)", _echo(value))
+            raise invalid(name, kind, _echo(value))
         if array.ndim not in ranks:
-            raise invalid(
-                name,
-                f"a tensor of rank {' or '.join(map(str, ranks))}",
-                f"<shape={array.shape}>",
-            )
+            raise invalid(name, _ranks(ranks), _echo(value))
         bad = [int(v) for v in array.ravel() if not low <= int(v) < POSITION_LIMIT]
         if bad:
-            raise invalid(name, f"positions in [{low}, 2**31) (int32)", bad[0])
+            raise invalid(name, in_range, bad[0])
         return ops.convert_to_tensor(array.astype(np.int32), "int32"), None
     dtype = _backend.dtype_name(value)
     if "int" not in dtype:
-        raise invalid(name, f"integer positions in [{low}, 2**31)", _echo(value))
+        raise invalid(name, kind, _echo(value))
     if len(value.shape) not in ranks:
-        raise invalid(
-            name, f"a tensor of rank {' or '.join(map(str, ranks))}", _echo(value)
-        )
+        raise invalid(name, _ranks(ranks), _echo(value))
     if dtype == "int32" and low == POSITION_MIN:
         return value, None
-    ok = ops.greater_equal(
-        value, ops.convert_to_tensor(max(low, 0) if "uint" in dtype else low, dtype)
+    as_int32 = ops.cast(value, "int32")
+    ok = ops.greater_equal(as_int32, low)
+    if dtype not in ("int32", "int16", "int8", "uint16", "uint8"):
+        # The cast wraps modulo 2**32. Casts are the only ops applied to the
+        # wide value (Keras compares uint64 after a lossy promotion): the
+        # cast kept the value iff both round to the same float32, since a
+        # wrapped value is at least 2**32 away on the other side of zero.
+        kept = ops.equal(ops.cast(value, "float32"), ops.cast(as_int32, "float32"))
+        ok = ops.logical_and(ok, kept)
+    message = (
+        f"expected {expected}" if expected else f"positions must be in [{low}, 2**31)"
     )
-    if dtype not in ("int32", "int16", "int8", "uint8", "uint16"):
-        ok = ops.logical_and(
-            ok, ops.less(value, ops.convert_to_tensor(2**31 - 1, dtype) + 1)
-        )
-    _assert(ok, name, f"positions must be in [{low}, 2**31)")
-    return ops.cast(value, "int32"), ok
+    _assert(ok, name, message)
+    return as_int32, ok
+
+
+def _ranks(ranks):
+    return f"a tensor of rank {' or '.join(map(str, ranks))}"
 
 
 def length_of(value, name="length"):
     """A sequence length: Python int `>= 0`, or an int scalar tensor."""
+    return length_and_ok(value, name)[0]
+
+
+def length_and_ok(value, name="length"):
+    """A sequence length and its validity (`None`, or a boolean scalar tensor).
+
+    A Python int must be in ``[0, 2**31)``. A tensor is checked now when its
+    value is known; inside a TF graph it is checked by an assertion and
+    `ok` marks it for callers that fill NaN where assertions cannot run
+    (XLA). JAX shapes are static: a traced length under `jax.jit` is an
+    error.
+    """
+    expected = "an integer in [0, 2**31)"
     if is_int(value):
         if not 0 <= value < POSITION_LIMIT:
-            raise invalid(name, "an integer in [0, 2**31)", value)
-        return int(value)
-    tensor, ok = positions(name, value, low=0, ranks=(0,))
+            raise invalid(name, expected, value)
+        return int(value), None
+    _static_under_jax(name, value, expected)
+    tensor, ok = positions(name, value, low=0, ranks=(0,), expected=expected)
     static = _backend.static_value(tensor)
-    return int(static) if static is not None else tensor
+    if static is not None:
+        return int(static), None
+    return ops.maximum(tensor, 0), ok
+
+
+def _static_under_jax(name, value, expected):
+    """JAX and torch shapes are Python ints: a traced size cannot be one."""
+    if (
+        _backend.NAME != "tensorflow"
+        and _backend.is_tensor(value)
+        and _backend.static_value(value) is None
+    ):
+        raise invalid(
+            name,
+            f"{expected}, known when traced (under `jax.jit`, pass it as a "
+            "static argument)",
+            _echo(value),
+        )
 
 
 def end_ok(start, length):
@@ -190,20 +240,23 @@ def end_ok(start, length):
         return True
     if is_int(start) and is_int(length):
         return start + length <= POSITION_LIMIT
-    if not is_int(length):
-        # A tensor, or a symbolic dimension (jax2tf) made into one.
-        length = ops.convert_to_tensor(length, "int32")
-    # start <= 2**31 - length, written so that no term leaves int32.
-    return ops.less_equal(start, (POSITION_LIMIT - 1) - (length - 1))
+    if is_int(length):
+        # start <= 2**31 - length, written so that no term leaves int32.
+        return ops.less_equal(start, (POSITION_LIMIT - 1) - (length - 1))
+    # A tensor, or a symbolic dimension (jax2tf) made into one; at least 1 in
+    # the subtraction, so that a zero length cannot overflow it either.
+    length = ops.convert_to_tensor(length, "int32")
+    last = (POSITION_LIMIT - 1) - (ops.maximum(length, 1) - 1)
+    return ops.logical_or(ops.equal(length, 0), ops.less_equal(start, last))
 
 
-def range_start(start_index, length, *, low):
+def range_start(start_index, length, *, low, ranks=(0, 1)):
     """Checks `start_index` (scalar or ``[B]``) for rows ``start + [0, length)``.
 
     Returns:
         ``(int32 start, ok)`` as `positions` does; `ok` also covers the end.
     """
-    start, ok = positions("start_index", start_index, low=low, ranks=(0, 1))
+    start, ok = positions("start_index", start_index, low=low, ranks=ranks)
     static_start, static_length = _backend.static_value(start), length
     if static_start is not None and is_int(static_length):
         last = int(np.max(static_start, initial=low)) + static_length
@@ -228,16 +281,18 @@ def _assert(ok, name, message):
 
 
 def batch_size(value):
-    """`batch_size` of `positional_encoding`: a positive int, static or not."""
+    """`batch_size` of `positional_encoding`: ``(size, ok)`` as `length_and_ok`."""
+    expected = "an integer in [1, 2**31)"
     if is_int(value):
-        return positive_int("batch_size", value)
-    if value is None or isinstance(value, (bool, float, str)):
-        raise invalid("batch_size", "a positive integer", value)
-    tensor, _ = positions("batch_size", value, low=1, ranks=(0,))
+        if not 1 <= value < POSITION_LIMIT:
+            raise invalid("batch_size", expected, value)
+        return int(value), None
+    _static_under_jax("batch_size", value, expected)
+    tensor, ok = positions("batch_size", value, low=1, ranks=(0,), expected=expected)
     static = _backend.static_value(tensor)
-    if static is None and "int" in _backend.dtype_name(value):
-        return tensor
-    return positive_int("batch_size", int(static))
+    if static is not None:
+        return int(static), None
+    return ops.maximum(tensor, 1), ok
 
 
 def sequence_axis(value):
@@ -309,34 +364,62 @@ def floating_inputs(inputs, merge):
         )
 
 
-def _same_batch(name, tensor, inputs):
-    batch, given = inputs.shape[0], tensor.shape[0]
-    if batch is not None and given is not None and batch != given:
-        raise invalid(
-            name,
-            f"one row per example: batch {batch} of `inputs`",
-            f"<shape={tuple(tensor.shape)}>",
-        )
+def _same_size(name, tensor, axis, inputs, input_axis, expected):
+    """Whether ``tensor.shape[axis]`` equals ``inputs.shape[input_axis]``.
+
+    Raises now when both sizes are static; otherwise returns a boolean
+    tensor of `tensor`'s shape (with a TF graph assertion), so that a size-1
+    argument is never silently broadcast over the inputs: the rows come out
+    NaN where the assertion cannot run (XLA).
+    """
+    size, given = inputs.shape[input_axis], tensor.shape[axis]
+    if size is not None and given is not None:
+        if size != given:
+            raise invalid(name, expected, f"<shape={tuple(tensor.shape)}>")
+        return None
+    same = ops.equal(ops.shape(tensor)[axis], ops.shape(inputs)[input_axis])
+    _assert(same, name, f"expected {expected}")
+    return ops.broadcast_to(same, ops.shape(tensor))
+
+
+def both(ok, other):
+    """Conjunction of two validity flags (`None` means "checked, valid")."""
+    if ok is None or other is None:
+        return other if ok is None else ok
+    return ops.logical_and(ok, other)
 
 
 def call_start(start_index, inputs, length, low):
     """`start_index` of a layer call: ``(int32 start, ok)``."""
     start, ok = range_start(start_index, length, low=low)
     if len(start.shape) == 1:
-        _same_batch("start_index", start, inputs)
+        same = _same_size(
+            "start_index", start, 0, inputs, 0, _one_row_per_example(inputs)
+        )
+        ok = both(ok, same)
     return start, ok
 
 
 def call_positions(value, inputs, axis, low):
     """`positions` of a layer call: ``(int32 positions, ok)``."""
     positions_, ok = positions("positions", value, low=low, ranks=(1, 2))
-    length, given = inputs.shape[axis], positions_.shape[-1]
-    if length is not None and given is not None and length != given:
-        raise invalid(
-            "positions",
-            f"{length} positions per sequence, the length of `inputs`",
-            f"<shape={tuple(positions_.shape)}>",
-        )
+    length = inputs.shape[axis]
+    per_sequence = (
+        f"{length} positions per sequence, the length of `inputs`"
+        if length is not None
+        else "one position per step of the sequence axis of `inputs`"
+    )
+    ok = both(ok, _same_size("positions", positions_, -1, inputs, axis, per_sequence))
     if len(positions_.shape) == 2:
-        _same_batch("positions", positions_, inputs)
+        same = _same_size(
+            "positions", positions_, 0, inputs, 0, _one_row_per_example(inputs)
+        )
+        ok = both(ok, same)
     return positions_, ok
+
+
+def _one_row_per_example(inputs):
+    batch = inputs.shape[0]
+    if batch is None:
+        return "one row per example of `inputs`"
+    return f"one row per example: batch {batch} of `inputs`"

@@ -15,7 +15,10 @@ exactly:
 
 Everything is derived from the exact frequency with enough decimal digits
 that ``frac(2**24 f)`` keeps 40 digits after the point, whatever the size
-of ``f`` (a tiny ``max_wavelength`` gives frequencies near 1e30 rad).
+of ``f`` (the smallest subnormal ``max_wavelength`` gives frequencies near
+1e323 rad). The frequencies come from one decimal power and repeated
+multiplication, the splits from shifts of Python integers: depth 65536
+takes about a second, whatever the base.
 """
 
 import dataclasses
@@ -31,6 +34,12 @@ FINE_ROWS = 64
 
 # Fraction digits kept below 2**24 f; p < 2**31 needs about 26 of them.
 _FRACTION_DIGITS = 40
+# Extra digits: rounding in the recurrence f_i = f_(i-1) * b**(-2/depth)
+# loses at most log10(32768) < 5 of them.
+_GUARD_DIGITS = 10
+# Bits below the point of the fixed-point frequencies that `_split` works
+# on (2**-192 turns, far below the 40 digits above).
+_FRACTION_BITS = 192
 _PI = decimal.Decimal(
     "3.14159265358979323846264338327950288419716939937510582097494459230781640628620"
     "8998628034825342117067982148086513282306647093844609550582231725359408128481117"
@@ -46,13 +55,21 @@ _PI = decimal.Decimal(
 
 
 def _digits_for(max_turns):
-    """Decimal precision that keeps `_FRACTION_DIGITS` below ``2**24 * max_turns``."""
-    integer_digits = max(0, int(math.log10(max(float(max_turns), 1.0) * 2**24)) + 1)
-    return _FRACTION_DIGITS + integer_digits + 10
+    """Decimal precision that keeps `_FRACTION_DIGITS` below ``2**24 * max_turns``.
+
+    `max_turns` is a float or a `decimal.Decimal` of any size (no float
+    overflow: a subnormal `max_wavelength` gives frequencies near 1e323).
+    """
+    scaled = max(decimal.Decimal(max_turns), decimal.Decimal(1)) * 2**24
+    return _FRACTION_DIGITS + scaled.adjusted() + 1 + _GUARD_DIGITS
 
 
 def sinusoidal_turns(depth, max_wavelength):
     """Turns per position ``b**(-2i/depth) / (2 pi)`` of each sine channel.
+
+    The ratio ``b**(-2/depth)`` is computed once and the frequencies by
+    repeated multiplication, all with enough digits that every
+    ``frac(2**24 f)`` keeps `_FRACTION_DIGITS` correct digits.
 
     Args:
         depth: int. Width of the encoding.
@@ -62,15 +79,17 @@ def sinusoidal_turns(depth, max_wavelength):
         A tuple of ``(depth + 1) // 2`` `decimal.Decimal` values.
     """
     base = decimal.Decimal(max_wavelength)
-    largest = 1.0 if max_wavelength >= 1 else (1.0 / max_wavelength) / (2 * math.pi)
     with decimal.localcontext() as ctx:
+        ctx.prec = 28
+        # The largest frequency: f_0 = 1 / (2 pi) when b >= 1, below
+        # 1 / (2 pi b) otherwise.
+        largest = 1 / (2 * min(base, decimal.Decimal(1)) * _PI)
         ctx.prec = _digits_for(largest)
-        log_base = base.ln()
-        two_pi = 2 * +_PI
-        return tuple(
-            (-(decimal.Decimal(2 * i) / depth) * log_base).exp() / two_pi
-            for i in range((depth + 1) // 2)
-        )
+        ratio = (-2 * base.ln() / depth).exp()
+        turns = [1 / (2 * +_PI)]
+        for _ in range((depth + 1) // 2 - 1):
+            turns.append(turns[-1] * ratio)
+        return tuple(turns)
 
 
 def radians_of(turns):
@@ -120,25 +139,36 @@ class PhaseConstants:
 
 
 def _split(turns):
-    """hi, mid, lo of ``frac(2**(12k) f)`` for each frequency, and frac(f)."""
-    n = len(turns)
-    hi = np.zeros((3, n), np.int32)
-    mid = np.zeros((3, n), np.int32)
-    lo = np.zeros((3, n), np.float32)
-    frac = np.zeros(n, np.float64)
-    largest = max((abs(t) for t in turns), default=decimal.Decimal(0))
-    with decimal.localcontext() as ctx:
-        ctx.prec = _digits_for(largest)
-        for i, f in enumerate(turns):
-            frac[i] = float(f % 1)
-            for k in range(3):
-                t = (f * 2 ** (12 * k)) % 1
-                h = int((t * 4096).to_integral_value())
-                rest = t - decimal.Decimal(h) / 4096
-                m = int((rest * 2**24).to_integral_value())
-                hi[k, i] = h % 4096
-                mid[k, i] = m
-                lo[k, i] = float(rest - decimal.Decimal(m) / 2**24)
+    """hi, mid, lo of ``frac(2**(12k) f)`` for each frequency, and frac(f).
+
+    Integer arithmetic on ``F = frac(f) * 2**_FRACTION_BITS``: shifts and
+    masks give ``frac(2**(12k) f)`` exactly, however large ``f`` is, and
+    ``int / int`` rounds the float rests correctly. Roundings are half-up:
+    no frequency is a tie (``f`` is a non-zero number over ``pi``).
+    """
+    bits = _FRACTION_BITS
+    mask = (1 << bits) - 1
+    hi_shift, mid_shift = bits - 12, bits - 24
+    hi_half, mid_half = 1 << (hi_shift - 1), 1 << (mid_shift - 1)
+    fixed = []
+    for f in turns:
+        numerator, denominator = f.as_integer_ratio()
+        fixed.append((((numerator << bits) + denominator // 2) // denominator) & mask)
+    his, mids, los = [], [], []
+    for value in fixed:
+        for k in range(3):
+            t = (value << (12 * k)) & mask
+            h = (t + hi_half) >> hi_shift
+            rest = t - (h << hi_shift)  # in [-2**-13, 2**-13] turns
+            m = (rest + mid_half) >> mid_shift
+            his.append(h % 4096)
+            mids.append(m)
+            los.append((rest - (m << mid_shift)) / (1 << bits))
+    hi = np.array(his, np.int32).reshape(-1, 3).T
+    mid = np.array(mids, np.int32).reshape(-1, 3).T
+    # float64 first, rounded correctly from the exact rest, then float32.
+    lo = np.array(los, np.float64).reshape(-1, 3).T.astype(np.float32)
+    frac = np.array([v / (1 << bits) for v in fixed], np.float64)
     return hi, mid, lo, frac
 
 
@@ -158,10 +188,13 @@ def phase_constants(turns, frequency, is_sin):
     is_sin = np.asarray(is_sin, bool)
     # frac(l * f) from frac(f) in float64 is exact to ~1e-15 turns for l < 64,
     # whatever the size of f: the fine table never sees a huge angle.
-    phase = np.mod(np.arange(FINE_ROWS)[:, None] * frac[frequency][None, :], 1.0)
-    angle = 2.0 * np.pi * phase
-    fine_u = np.where(is_sin, np.sin(angle), np.cos(angle))
-    fine_v = np.where(is_sin, np.cos(angle), -np.sin(angle))
+    # One sin and one cos per frequency (not per column: sine and cosine
+    # columns share them).
+    phase = np.mod(np.arange(FINE_ROWS)[:, None] * frac[None, :], 1.0)
+    sin, cos = np.sin(2.0 * np.pi * phase), np.cos(2.0 * np.pi * phase)
+    sin, cos = sin[:, frequency], cos[:, frequency]
+    fine_u = np.where(is_sin, sin, cos)
+    fine_v = np.where(is_sin, cos, -sin)
     return PhaseConstants(
         turn_hi=hi[:, frequency],
         turn_mid=mid[:, frequency],

@@ -9,8 +9,22 @@ exact ones at every position in ``[-2**31, 2**31)``.
 
 from keras import ops
 
-from keras_posenc import _checks, _engine
+from keras_posenc import _backend, _checks, _engine
 from keras_posenc._phase_constants import radians_of, sinusoidal_turns
+
+
+def _not_autograph(fn):
+    """Runs `fn` as plain Python inside a user's `tf.function`.
+
+    Autograph would otherwise rewrite this module, `_checks`, `_engine` and
+    the Keras ops they call on the first trace (seconds), for no gain: no
+    Python branch here depends on a tensor's value.
+    """
+    if _backend.NAME == "tensorflow":
+        import tensorflow as tf
+
+        return tf.autograph.experimental.do_not_convert(fn)
+    return fn
 
 
 def _options(depth, max_wavelength, layout, dtype):
@@ -26,12 +40,13 @@ def frequencies(depth, max_wavelength=10000.0):
     """The angular frequencies ``w_i = max_wavelength ** (-2i / depth)``.
 
     One per sine/cosine pair (Vaswani et al., 2017, section 3.5,
-    https://arxiv.org/abs/1706.03762), computed with 50 significant digits
-    and rounded once to float64.
+    https://arxiv.org/abs/1706.03762), computed in decimal arithmetic with
+    as many digits as the base needs and rounded once to float64.
 
     Args:
-        depth: int. Width of the encoding, `>= 1`.
-        max_wavelength: float. The base `b`. Defaults to `10000.0`.
+        depth: int. Width of the encoding, in `[1, 65536]`.
+        max_wavelength: float. The base `b`: any finite `b > 0`. Defaults
+            to `10000.0`.
 
     Returns:
         float64 numpy array of shape `[(depth + 1) // 2]`, in radians per
@@ -46,6 +61,7 @@ def frequencies(depth, max_wavelength=10000.0):
     return radians_of(sinusoidal_turns(depth, max_wavelength))
 
 
+@_not_autograph
 def sinusoidal_table(
     length,
     depth,
@@ -60,17 +76,28 @@ def sinusoidal_table(
     Vaswani et al., "Attention Is All You Need" (2017), section 3.5,
     https://arxiv.org/abs/1706.03762. Row `p` holds `sin(p * w_i)` and
     `cos(p * w_i)` with `w_i = max_wavelength ** (-2i / depth)`, within 2e-7
-    of the exact values at every position in `[-2**31, 2**31)`, computed
-    with int32 and float32 ops only; 16-bit dtypes are rounded from that
-    once. On TensorFlow the table is built by a `tf.function` traced once
-    per option set, whatever the length; on JAX by `jax.jit`.
+    of the exact values at every position in `[-2**31, 2**31)` and for
+    every finite `max_wavelength > 0`, computed with int32 and float32 ops
+    only; 16-bit dtypes are rounded from that once. On TensorFlow the table
+    is built by a `tf.function` traced once per option set, whatever the
+    length; on JAX by `jax.jit`.
+
+    No argument is ever wrapped into a plausible wrong position: an integer
+    outside the int32 range (Python, numpy or an int64/uint tensor) raises
+    a `ValueError` naming it. A tensor whose value is only known when the
+    graph runs is checked by a graph assertion (`InvalidArgumentError`);
+    under XLA (`jit_compile=True`) or `jax.jit`, where assertions cannot
+    run, the rows come out NaN instead.
 
     Args:
-        length: int (or an int scalar tensor on TensorFlow). Rows, `>= 0`.
+        length: int, or an int scalar tensor (on TensorFlow also a symbolic
+            one; under `jax.jit` it must be static). Rows, in
+            `[0, 2**31)`.
         depth: int. Columns, in `[1, 65536]`; odd depths end with a sine.
         max_wavelength: float. The base `b` of the wavelengths, which run
-            from `2 pi` to `2 pi b`. Any finite `b > 0`. Defaults to
-            `10000.0`.
+            from `2 pi` to `2 pi b`: any finite `b > 0`, from the smallest
+            subnormal float to the largest float (the host constants take
+            as many decimal digits as `b` needs). Defaults to `10000.0`.
         start_index: int or int scalar tensor. Position of the first row,
             in `[-2**31, 2**31 - length]`. Defaults to `0`.
         layout: `"interleaved"` (the paper's: sine on even columns, cosine
@@ -82,21 +109,24 @@ def sinusoidal_table(
         A tensor of the Keras backend (`tf.Tensor`, `jax.Array` or
         `torch.Tensor`) of shape `[length, depth]`.
 
-    Example:
+    Example (needs only `import keras_posenc`, `numpy as np`):
 
     >>> table = keras_posenc.sinusoidal_table(4, 6)
-    >>> keras.ops.convert_to_numpy(table[0])
+    >>> np.asarray(table)[0]
     array([0., 1., 0., 1., 0., 1.], dtype=float32)
     """
     depth, max_wavelength, layout, dtype = _options(
         depth, max_wavelength, layout, dtype
     )
-    length = _checks.length_of(length)
-    start, ok = _checks.range_start(start_index, length, low=_checks.POSITION_MIN)
+    length, length_ok = _checks.length_and_ok(length)
+    start, ok = _checks.range_start(
+        start_index, length, low=_checks.POSITION_MIN, ranks=(0,)
+    )
     rows = _engine.sinusoidal_encoder(depth, max_wavelength, layout).rows(start, length)
-    return ops.cast(_engine.nan_where_invalid(rows, ok), dtype)
+    return ops.cast(_engine.nan_where_invalid(rows, _checks.both(ok, length_ok)), dtype)
 
 
+@_not_autograph
 def positional_encoding(
     batch_size,
     length,
@@ -117,7 +147,8 @@ def positional_encoding(
     this tensor.
 
     Args:
-        batch_size: int (or an int scalar tensor on TensorFlow), `>= 1`.
+        batch_size: int (or an int scalar tensor, static under `jax.jit`),
+            in `[1, 2**31)`.
         length, depth, max_wavelength, start_index, layout, dtype: as in
             `sinusoidal_table`.
 
@@ -131,7 +162,7 @@ def positional_encoding(
     >>> tuple(pe.shape)
     (2, 3, 4)
     """
-    batch_size = _checks.batch_size(batch_size)
+    batch_size, ok = _checks.batch_size(batch_size)
     table = sinusoidal_table(
         length,
         depth,
@@ -142,7 +173,7 @@ def positional_encoding(
     )
     rows = ops.arange(ops.shape(table)[0], dtype="int32")
     tiled = ops.tile(rows[None, :], (batch_size, 1))
-    return ops.take(table, tiled, axis=0)
+    return _engine.nan_where_invalid(ops.take(table, tiled, axis=0), ok)
 
 
 __all__ = ["frequencies", "positional_encoding", "sinusoidal_table"]

@@ -376,10 +376,6 @@ def test_tfsm_layer_serves_the_saved_model(saved_models, mode, writer):
     BACKEND != "tensorflow",
     reason="jax2tf shape polymorphism assumes every dimension >= 1",
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="_checks.end_ok: (2**31 - 1) - (length - 1) wraps int32 at length 0",
-)
 @BOTH_MODES
 def test_saved_model_serves_an_empty_sequence(saved_models, mode):
     # A length-0 request gets a length-0 answer, as the eager model gives.
@@ -702,10 +698,6 @@ def test_extend_encoder_computes_rows_past_the_table(encoders):
 
 
 @only_tensorflow
-@pytest.mark.xfail(
-    strict=True,
-    reason="_checks.end_ok: (2**31 - 1) - (length - 1) wraps int32 at length 0",
-)
 def test_encoder_table_of_length_zero_is_empty(encoders):
     # table(0, start_index) is an empty [0, depth] table, even at the table's end.
     loaded, options = encoders["lookup"]

@@ -1,141 +1,286 @@
-"""`sinusoidal_table` and `positional_encoding` against the float64 reference."""
+"""`frequencies`, `sinusoidal_table` and `positional_encoding` on every backend.
+
+Values are checked against the float64 formula of `_helpers.reference`
+(positions below 2**24, where float64 angles are exact to ~1e-9) and
+against hand-computed goldens.
+"""
+
+import configparser
+import importlib.metadata
+import pathlib
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from conftest import LAYOUTS, reference
+from _helpers import BACKEND, LAYOUTS, TOL, only_tensorflow, reference, to_numpy
+from keras import backend, ops
 
 import keras_posenc
-from keras_posenc import tables
+from keras_posenc import _engine
 
-# Max abs error to the exact value, float32 output (see README "Precision").
-TOL = 2e-7
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _dtype(tensor):
+    return backend.standardize_dtype(tensor.dtype)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("depth", [1, 2, 7, 64, 512])
-@pytest.mark.parametrize("start", [0, 5, 4097])
-def test_matches_float64_reference(layout, depth, start):
-    # Every depth (odd ones end with a sine), both layouts, several offsets.
-    table = keras_posenc.sinusoidal_table(300, depth, start_index=start, layout=layout)
-    expected = reference(start + np.arange(300), depth, layout=layout)
-    assert table.shape == (300, depth)
-    assert table.dtype == tf.float32
-    np.testing.assert_allclose(table.numpy(), expected, rtol=0, atol=TOL)
+def test_matches_float64_reference(layout, depth):
+    # Every depth (odd ones end with a sine), both layouts, several offsets
+    # (one row length, so JAX compiles once per option set).
+    for start in (0, 5, 4097):
+        table = keras_posenc.sinusoidal_table(
+            300, depth, start_index=start, layout=layout
+        )
+        assert tuple(table.shape) == (300, depth)
+        assert _dtype(table) == "float32"
+        expected = reference(start + np.arange(300), depth, layout=layout)
+        np.testing.assert_allclose(to_numpy(table), expected, rtol=0, atol=TOL)
 
 
 @pytest.mark.parametrize("base", [2.0, 500.0, 10000.0, 1e6])
 def test_other_bases(base):
     # The base enters only through the host constants: any finite b > 0.
     table = keras_posenc.sinusoidal_table(200, 33, max_wavelength=base)
-    np.testing.assert_allclose(
-        table.numpy(), reference(np.arange(200), 33, base), rtol=0, atol=TOL
-    )
+    expected = reference(np.arange(200), 33, base)
+    np.testing.assert_allclose(to_numpy(table), expected, rtol=0, atol=TOL)
 
 
 def test_golden_values():
-    # Position 0 is [0, 1, 0, 1, ...]; hand-computed entries from the formula.
-    table = keras_posenc.sinusoidal_table(3, 4).numpy()
+    # Row 0 is [0, 1, 0, 1]; PE(1, 0) = sin(1), PE(1, 1) = cos(1), and
+    # PE(2, 2) = sin(2 / 10000**(2/4)) = sin(0.02), PE(2, 3) = cos(0.02).
+    table = to_numpy(keras_posenc.sinusoidal_table(3, 4))
     np.testing.assert_array_equal(table[0], [0.0, 1.0, 0.0, 1.0])
-    # PE(1, 0) = sin(1), PE(1, 1) = cos(1), PE(2, 2) = sin(2 / 10000**(2/4)) = sin(0.02)
-    golden = {(1, 0): 0.8414709848078965, (1, 1): 0.5403023058681398,
-              (2, 2): 0.019998666693333080, (2, 3): 0.99980000666657776}
+    golden = {
+        (1, 0): 0.8414709848078965,
+        (1, 1): 0.5403023058681398,
+        (2, 2): 0.019998666693333080,
+        (2, 3): 0.99980000666657776,
+    }
     for (p, c), value in golden.items():
-        assert abs(table[p, c] - value) < 1e-7, (p, c)
+        assert abs(table[p, c] - value) <= 1e-7, (p, c)
 
 
 def test_golden_concatenated_layout():
-    # [sin | cos]: same channels as the paper, sines first.
-    table = keras_posenc.sinusoidal_table(2, 4, layout="concatenated").numpy()
-    np.testing.assert_allclose(
-        table[1], [np.sin(1.0), np.sin(0.01), np.cos(1.0), np.cos(0.01)], atol=1e-7
-    )
+    # [sin | cos]: the same channels as the paper's, sines first.
+    table = to_numpy(keras_posenc.sinusoidal_table(2, 4, layout="concatenated"))
+    expected = [np.sin(1.0), np.sin(0.01), np.cos(1.0), np.cos(0.01)]
+    np.testing.assert_allclose(table[1], expected, rtol=0, atol=1e-7)
 
 
-def test_known_bad_exponent_differs():
-    # Some tutorials use w = b**(-i/d) for column i instead of b**(-2*floor(i/2)/d).
+def test_frequencies_golden_and_float64_formula():
+    # w_i = b**(-2i/depth): [1, 0.01] at depth 4; the float64 formula to an ulp.
+    np.testing.assert_array_equal(keras_posenc.frequencies(4), [1.0, 0.01])
+    got = keras_posenc.frequencies(512, 500.0)
+    expected = 500.0 ** (-2.0 * np.arange(256) / 512)
+    np.testing.assert_allclose(got, expected, rtol=4e-16, atol=0)
+
+
+def test_i_over_depth_exponent_variant_differs():
+    # Some tutorials use w = b**(-i/d) per column i instead of
+    # b**(-2*floor(i/2)/d): the table is not that variant, and is exact.
     depth = 16
     p = np.arange(100)[:, None]
     i = np.arange(depth)
-    bad = np.where(i % 2 == 0, np.sin(p * 1e4 ** (-i / depth)), np.cos(p * 1e4 ** (-i / depth)))
-    ours = keras_posenc.sinusoidal_table(100, depth).numpy()
-    assert np.abs(ours - bad).max() > 0.1
+    angle = p * 1e4 ** (-i / depth)
+    variant = np.where(i % 2 == 0, np.sin(angle), np.cos(angle))
+    ours = to_numpy(keras_posenc.sinusoidal_table(100, depth))
+    assert np.abs(ours - variant).max() > 0.1
     np.testing.assert_allclose(ours, reference(np.arange(100), depth), atol=TOL)
 
 
-def test_traced_once_per_option_set():
-    # One trace serves every length and offset of an option set.
-    fn = tables._table_function(24, 10000.0, "interleaved", tf.float32)
-    for length, start in [(1, 0), (7, 3), (1000, 12345), (0, 0)]:
-        keras_posenc.sinusoidal_table(length, 24, start_index=start)
-    assert fn.experimental_get_tracing_count() == 1
+@only_tensorflow
+def test_traced_once_for_every_length(monkeypatch):
+    # One tf.function trace serves lengths 0, 1, 7 and 1000 and any offset.
+    traces = []
+
+    def counting_range_rows(*args):
+        traces.append(args[2])
+        return range_rows(*args)
+
+    range_rows = _engine.range_rows
+    monkeypatch.setattr(_engine, "range_rows", counting_range_rows)
+    _engine.sinusoidal_encoder.cache_clear()  # bind the counter
+    try:
+        for length, start in [(0, 0), (1, 0), (7, 3), (1000, 12345)]:
+            table = keras_posenc.sinusoidal_table(
+                length, 24, start_index=start, max_wavelength=777.0
+            )
+            expected = reference(start + np.arange(length), 24, 777.0)
+            np.testing.assert_allclose(to_numpy(table), expected, atol=TOL)
+    finally:
+        _engine.sinusoidal_encoder.cache_clear()
+    assert len(traces) == 1
 
 
-def test_tensor_arguments_and_zero_length():
-    table = keras_posenc.sinusoidal_table(tf.constant(5), 8, start_index=tf.constant(2, tf.int64))
-    np.testing.assert_allclose(table.numpy(), reference(2 + np.arange(5), 8), atol=TOL)
-    assert keras_posenc.sinusoidal_table(0, 8).shape == (0, 8)
+def test_tensor_arguments():
+    # Backend int tensors for length and start_index (int64 where it exists).
+    start_dtype = "int32" if BACKEND == "jax" else "int64"
+    table = keras_posenc.sinusoidal_table(
+        ops.convert_to_tensor(5, "int32"),
+        8,
+        start_index=ops.convert_to_tensor(2, start_dtype),
+    )
+    np.testing.assert_allclose(
+        to_numpy(table), reference(2 + np.arange(5), 8), rtol=0, atol=TOL
+    )
 
 
+def test_zero_length():
+    # An empty table has the right shape and dtype, at any start.
+    for start in (0, 2**31 - 1, -(2**31)):
+        table = keras_posenc.sinusoidal_table(0, 8, start_index=start)
+        assert tuple(table.shape) == (0, 8)
+        assert _dtype(table) == "float32"
+
+
+@only_tensorflow
 def test_inside_tf_function_with_dynamic_length():
+    # A length known only when the graph runs.
+    import tensorflow as tf
+
     @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
     def build(n):
         return keras_posenc.sinusoidal_table(n, 10, start_index=n)
 
-    np.testing.assert_allclose(build(9).numpy(), reference(9 + np.arange(9), 10), atol=TOL)
+    np.testing.assert_allclose(
+        build(9).numpy(), reference(9 + np.arange(9), 10), rtol=0, atol=TOL
+    )
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
+def test_under_jax_jit_with_traced_start():
+    # A traced start_index, a static length.
+    import jax
+
+    build = jax.jit(
+        lambda start: keras_posenc.sinusoidal_table(6, 10, start_index=start)
+    )
+    np.testing.assert_allclose(
+        to_numpy(build(70000)), reference(70000 + np.arange(6), 10), rtol=0, atol=TOL
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        "float16",
+        "bfloat16",
+        pytest.param(
+            "float64",
+            marks=pytest.mark.skipif(
+                BACKEND == "jax", reason="JAX without x64 has no float64"
+            ),
+        ),
+    ],
+)
 def test_dtypes_are_rounded_once(dtype):
-    # 16-bit results equal the float32 table cast once (no 16-bit maths).
-    table = keras_posenc.sinusoidal_table(50, 12, dtype=dtype)
-    assert table.dtype == tf.as_dtype(dtype)
-    f32 = keras_posenc.sinusoidal_table(50, 12)
-    np.testing.assert_array_equal(table.numpy(), tf.cast(f32, dtype).numpy())
+    # Other dtypes equal the float32 table cast once (no 16-bit maths).
+    table = keras_posenc.sinusoidal_table(50, 12, start_index=70000, dtype=dtype)
+    assert _dtype(table) == dtype
+    f32 = keras_posenc.sinusoidal_table(50, 12, start_index=70000)
+    np.testing.assert_array_equal(to_numpy(table), to_numpy(ops.cast(f32, dtype)))
 
 
 def test_positional_encoding_is_the_tiled_table():
-    pe = keras_posenc.positional_encoding(3, 20, 10, start_index=7, layout="concatenated")
-    assert pe.shape == (3, 20, 10)
-    expected = reference(7 + np.arange(20), 10, layout="concatenated")
+    # Every batch row equals sinusoidal_table with the same options.
+    options = {"start_index": 7, "layout": "concatenated", "max_wavelength": 500.0}
+    pe = keras_posenc.positional_encoding(3, 20, 10, **options)
+    assert tuple(pe.shape) == (3, 20, 10)
+    assert _dtype(pe) == "float32"
+    table = to_numpy(keras_posenc.sinusoidal_table(20, 10, **options))
     for b in range(3):
-        np.testing.assert_allclose(pe[b].numpy(), expected, atol=TOL)
+        np.testing.assert_array_equal(to_numpy(pe)[b], table)
+    expected = reference(7 + np.arange(20), 10, 500.0, layout="concatenated")
+    np.testing.assert_allclose(table, expected, rtol=0, atol=TOL)
+
+
+def test_positional_encoding_dtype():
+    # The dtype argument reaches the tiled result.
+    pe = keras_posenc.positional_encoding(2, 4, 6, dtype="bfloat16")
+    assert _dtype(pe) == "bfloat16"
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"depth": 0}, r"`depth`, expected a positive integer. Received: depth=0"),
+        (
+            {"depth": 0},
+            r"`depth`, expected a positive integer <= 65536. Received: depth=0",
+        ),
         ({"depth": -3}, r"Received: depth=-3"),
         ({"depth": 2.5}, r"`depth`.*Received: depth=2.5"),
+        ({"depth": 65537}, r"`depth`.*<= 65536. Received: depth=65537"),
         ({"max_wavelength": 0.0}, r"`max_wavelength`.*Received: max_wavelength=0.0"),
+        ({"max_wavelength": -2.0}, r"`max_wavelength`.*Received: max_wavelength=-2.0"),
         ({"max_wavelength": float("nan")}, r"`max_wavelength`.*max_wavelength=nan"),
         ({"max_wavelength": float("inf")}, r"`max_wavelength`.*max_wavelength=inf"),
+        ({"max_wavelength": "1e4"}, r"`max_wavelength`.*max_wavelength='1e4'"),
         ({"layout": "sincos"}, r"`layout`.*Received: layout='sincos'"),
         ({"dtype": "int32"}, r"`dtype`, expected a floating dtype.*dtype='int32'"),
-        ({"length": -1}, r"`length`, expected a non-negative integer. Received: length=-1"),
-        ({"start_index": -2}, r"`start_index`.*Received: start_index=-2"),
-        ({"start_index": 2**31 - 5}, r"`start_index`, expected start_index \+ length <= 2\*\*31"),
-        ({"start_index": tf.constant(-4)}, r"`start_index`.*Received: start_index=-4"),
-        ({"start_index": tf.constant([1, 2])}, r"`start_index`, expected a non-negative integer"),
+        ({"dtype": "nope"}, r"`dtype`, expected a floating dtype.*dtype='nope'"),
+        ({"length": -1}, r"`length`, expected an integer in \[0, 2\*\*31\).*length=-1"),
+        ({"length": 2.0}, r"`length`.*Received: length=2.0"),
+        (
+            {"length": [3]},
+            r"`length`, expected a tensor of rank 0. Received: length=\[3\]",
+        ),
+        ({"start_index": 2**31 - 5}, r"`start_index`, expected start_index \+ length"),
+        ({"start_index": -(2**31) - 1}, r"`start_index`.*start_index=-2147483649"),
+        ({"start_index": "3"}, r"`start_index`.*Received: start_index='3'"),
+        (
+            {"start_index": [1, 2]},
+            r"`start_index`, expected a tensor of rank 0.*\[1, 2\]",
+        ),
     ],
 )
 def test_bad_arguments(kwargs, match):
+    # Each bad argument: one ValueError naming it and echoing the value.
     args = {"length": 10, "depth": 8} | kwargs
     with pytest.raises(ValueError, match=match):
         keras_posenc.sinusoidal_table(args.pop("length"), args.pop("depth"), **args)
 
 
+def test_bad_tensor_start_index_echoes_value():
+    # A tensor argument's value is echoed, not its repr.
+    start = ops.convert_to_tensor([1, 2], "int32")
+    with pytest.raises(
+        ValueError, match=r"`start_index`.*Received: start_index=\[1, 2\]"
+    ):
+        keras_posenc.sinusoidal_table(4, 8, start_index=start)
+
+
 def test_bad_batch_size():
+    # batch_size must be a positive int.
     with pytest.raises(ValueError, match=r"`batch_size`.*Received: batch_size=0"):
         keras_posenc.positional_encoding(0, 4, 4)
 
 
+@only_tensorflow
 def test_graph_assert_on_position_limit():
-    # A tensor start_index the host cannot see is checked in the graph.
+    # A start_index the host cannot see is checked in the graph.
+    import tensorflow as tf
+
     @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
     def build(start):
         return keras_posenc.sinusoidal_table(10, 4, start_index=start)
 
-    with pytest.raises(tf.errors.InvalidArgumentError, match="2\\*\\*31"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"start_index.*2\*\*31"):
         build(2**31 - 3)
+
+
+def test_public_names():
+    # The three table functions are exported from the package.
+    for name in ("frequencies", "positional_encoding", "sinusoidal_table"):
+        assert name in keras_posenc.__all__
+        assert getattr(keras_posenc, name) is getattr(keras_posenc.tables, name)
+
+
+def test_version_is_single_sourced():
+    # One version string: __init__ is what setup.cfg reads (attr:) and what
+    # the installed distribution reports (reinstall after a version bump).
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    assert config["metadata"]["version"].strip() == "attr: keras_posenc.__version__"
+    assert importlib.metadata.version("keras-posenc") == keras_posenc.__version__
