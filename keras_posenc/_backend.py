@@ -96,6 +96,20 @@ def materialize(*tables):
     return tuple(scatter(t) for t in tables)
 
 
+def not_autograph(fn):
+    """Runs `fn` as plain Python inside a user's `tf.function`.
+
+    Autograph would otherwise rewrite the caller, `_checks`, `_engine` and
+    the Keras ops they call on the first trace (seconds), for no gain: no
+    Python branch of ours depends on a tensor's value.
+    """
+    if NAME == "tensorflow":
+        import tensorflow as tf
+
+        return tf.autograph.experimental.do_not_convert(fn)
+    return fn
+
+
 def static_value(x):
     """`x` as a numpy array when its value is known now, else `None`.
 

@@ -40,7 +40,7 @@ _GUARD_DIGITS = 10
 # Bits below the point of the fixed-point frequencies that `_split` works
 # on (2**-192 turns, far below the 40 digits above).
 _FRACTION_BITS = 192
-_PI = decimal.Decimal(
+PI = decimal.Decimal(
     "3.14159265358979323846264338327950288419716939937510582097494459230781640628620"
     "8998628034825342117067982148086513282306647093844609550582231725359408128481117"
     "4502841027019385211055596446229489549303819644288109756659334461284756482337867"
@@ -83,10 +83,10 @@ def sinusoidal_turns(depth, max_wavelength):
         ctx.prec = 28
         # The largest frequency: f_0 = 1 / (2 pi) when b >= 1, below
         # 1 / (2 pi b) otherwise.
-        largest = 1 / (2 * min(base, decimal.Decimal(1)) * _PI)
+        largest = 1 / (2 * min(base, decimal.Decimal(1)) * PI)
         ctx.prec = _digits_for(largest)
         ratio = (-2 * base.ln() / depth).exp()
-        turns = [1 / (2 * +_PI)]
+        turns = [1 / (2 * +PI)]
         for _ in range((depth + 1) // 2 - 1):
             turns.append(turns[-1] * ratio)
         return tuple(turns)
@@ -96,7 +96,7 @@ def radians_of(turns):
     """float64 angular frequencies ``2 pi f``, rounded once from the exact turns."""
     with decimal.localcontext() as ctx:
         ctx.prec = _digits_for(max((abs(t) for t in turns), default=0))
-        return np.array([float(2 * _PI * t) for t in turns], np.float64)
+        return np.array([float(2 * PI * t) for t in turns], np.float64)
 
 
 def turns_of(angular_frequencies):
@@ -115,7 +115,7 @@ def turns_of(angular_frequencies):
     largest = max((abs(w) for w in values), default=0.0) / (2 * math.pi)
     with decimal.localcontext() as ctx:
         ctx.prec = _digits_for(largest)
-        two_pi = 2 * +_PI
+        two_pi = 2 * +PI
         return tuple(decimal.Decimal(w) / two_pi for w in values)
 
 

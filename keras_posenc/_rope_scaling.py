@@ -23,6 +23,7 @@ import numbers
 import numpy as np
 
 from keras_posenc import _checks
+from keras_posenc._phase_constants import PI
 
 ROPE_LAYOUTS = ("half", "interleaved")
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
@@ -47,7 +48,6 @@ _LIST_KEYS = ("short_factor", "long_factor")
 # Any finite number: only their ratio counts.
 _SIGNED_KEYS = ("mscale", "mscale_all_dim")
 _PRECISION = 50
-_PI = decimal.Decimal("3.14159265358979323846264338327950288419716939937510582097")
 
 
 def _bad(value, expected, rope_type=None):
@@ -176,7 +176,7 @@ def yarn(params, dim, base):
     orig = params["original_max_position_embeddings"]
 
     def correction_dim(rotations):
-        return dim * (orig / (_d(rotations) * 2 * _PI)).ln() / (2 * base.ln())
+        return dim * (orig / (_d(rotations) * 2 * PI)).ln() / (2 * base.ln())
 
     low = correction_dim(params.get("beta_fast") or 32)
     high = correction_dim(params.get("beta_slow") or 1)
@@ -197,7 +197,7 @@ def llama3(params, dim, base):
     low, high = _d(params["low_freq_factor"]), _d(params["high_freq_factor"])
     inverse = []
     for w in default(params, dim, base):
-        wavelength = 2 * _PI / w
+        wavelength = 2 * PI / w
         if wavelength < orig / high:
             inverse.append(w)
         elif wavelength > orig / low:

@@ -85,6 +85,7 @@ def _rotation(attention, layout, seq, rank, dim, features, batched):
     return _backend.compile_function(rotate)
 
 
+@_backend.not_autograph
 def rotary_cos_sin(
     positions,
     dim,

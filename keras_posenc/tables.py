@@ -13,20 +13,6 @@ from keras_posenc import _backend, _checks, _engine
 from keras_posenc._phase_constants import radians_of, sinusoidal_turns
 
 
-def _not_autograph(fn):
-    """Runs `fn` as plain Python inside a user's `tf.function`.
-
-    Autograph would otherwise rewrite this module, `_checks`, `_engine` and
-    the Keras ops they call on the first trace (seconds), for no gain: no
-    Python branch here depends on a tensor's value.
-    """
-    if _backend.NAME == "tensorflow":
-        import tensorflow as tf
-
-        return tf.autograph.experimental.do_not_convert(fn)
-    return fn
-
-
 def _options(depth, max_wavelength, layout, dtype):
     return (
         _checks.depth(depth),
@@ -61,7 +47,7 @@ def frequencies(depth, max_wavelength=10000.0):
     return radians_of(sinusoidal_turns(depth, max_wavelength))
 
 
-@_not_autograph
+@_backend.not_autograph
 def sinusoidal_table(
     length,
     depth,
@@ -126,7 +112,7 @@ def sinusoidal_table(
     return ops.cast(_engine.nan_where_invalid(rows, _checks.both(ok, length_ok)), dtype)
 
 
-@_not_autograph
+@_backend.not_autograph
 def positional_encoding(
     batch_size,
     length,
