@@ -105,7 +105,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     >>> tokens = keras.Input(shape=(None,), dtype="int32")
     >>> x = keras.layers.Embedding(1000, 64)(tokens)
     >>> x = keras_posenc.SinusoidalPositionEncoding()(x)
-    >>> x.shape
+    >>> tuple(x.shape)
     (None, None, 64)
 
     References:
