@@ -1,33 +1,399 @@
-"""Machine description and result writing shared by the benchmark scripts."""
+"""What every benchmark script shares: backend choice, timing, machine, results.
 
+A script picks its Keras backend before Keras is imported
+(`select_backend`), times zero-argument callables in interleaved
+repetitions (`interleaved_times`, `time_summary`), records what it ran on
+(`machine`, `load_average`, `run_info`) and writes one JSON file per
+benchmark with one section per backend (`write_results`). The backend is
+fixed per process, so `run_backends` runs a script once per backend, each
+in its own subprocess, and returns their sections; `markdown_table` and
+`fmt_ms` format the printed tables. Nothing here imports Keras at module
+level.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
 import json
+import math
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BACKENDS = ("tensorflow", "jax", "torch")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+# Options that choose the backend or the output file: never passed on to a
+# per-backend child, which gets its own.
+_DRIVER_OPTIONS = {"--backend": 1, "--json": 1, "--all-backends": 0}
 
 
-def machine():
-    """What the numbers were measured on."""
-    import tensorflow as tf
+# -- choosing the backend ------------------------------------------------------
 
-    cpu = platform.processor() or platform.machine()
+
+def select_backend(argv):
+    """Sets `KERAS_BACKEND` from `--backend` in `argv`, before Keras is imported.
+
+    A script calls it at the top, under ``if __name__ == "__main__"``, so
+    that ``python -m benchmarks.X --backend jax`` runs in one process.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--backend", choices=BACKENDS)
+    known, _ = parser.parse_known_args(argv)
+    if known.backend and "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = known.backend
+
+
+def add_backend_arguments(parser, name):
+    """`--backend`, `--all-backends` and `--json` for the benchmark `name`."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="Keras backend (default: the configured one)",
+    )
+    group.add_argument(
+        "--all-backends",
+        action="store_true",
+        help="every backend, each in its own subprocess; tables merged",
+    )
+    parser.add_argument(
+        "--json", help=f"results file (default benchmarks/results/{name}.json)"
+    )
+
+
+def child_argv(argv):
+    """`argv` without the options that pick the backend or the output file."""
+    out, skip = [], 0
+    for token in argv:
+        if skip:
+            skip -= 1
+            continue
+        option = token.split("=", 1)[0]
+        if option in _DRIVER_OPTIONS:
+            skip = _DRIVER_OPTIONS[option] if "=" not in token else 0
+            continue
+        out.append(token)
+    return out
+
+
+def run_backends(module, argv, backends=BACKENDS):
+    """Runs ``python -m benchmarks.<module>`` once per backend, in subprocesses.
+
+    Each child prints its own tables as it goes and writes its section to a
+    temporary file.
+
+    Args:
+        module: the script's module name under `benchmarks`, e.g. `"forward"`.
+        argv: the parent's arguments; backend and output options are dropped.
+        backends: the backends to run, in order.
+
+    Returns:
+        `{backend: section}`, the sections the children wrote.
+    """
+    sections = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for backend in backends:
+            path = os.path.join(folder, f"{backend}.json")
+            command = [sys.executable, "-m", f"benchmarks.{module}"]
+            command += ["--backend", backend, "--json", path, *child_argv(argv)]
+            env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+            print(f"\n## {backend}\n", flush=True)
+            subprocess.run(command, cwd=ROOT, env=env, check=True)
+            with open(path) as f:
+                sections[backend] = json.load(f)["backends"][backend]
+    return sections
+
+
+# -- timing --------------------------------------------------------------------
+
+
+def block(value):
+    """Waits until `value` is computed: JAX (and CUDA torch) return early."""
+    if hasattr(value, "block_until_ready"):
+        value.block_until_ready()
+    elif getattr(value, "is_cuda", False):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def interleaved_times(runners, reps, warmup=2):
+    """Wall and CPU seconds per call of every runner, repetitions interleaved.
+
+    Each runner is called `warmup` times first (traces, compiles, caches).
+    Then every repetition calls each runner once, in an order rotated by
+    one from the previous repetition, so no runner always follows the same
+    one; a busy moment on the machine hits every runner alike. CPU time is
+    this process's (every thread's): it leaves out the time spent waiting
+    for a core on a loaded machine.
+
+    Args:
+        runners: `{key: callable()}` returning a backend tensor.
+        reps: repetitions.
+        warmup: untimed calls per runner before the first repetition.
+
+    Returns:
+        `{key: {"wall": [seconds] * reps, "cpu": [seconds] * reps}}`.
+    """
+    for run in runners.values():
+        for _ in range(warmup):
+            block(run())
+    keys = list(runners)
+    times = {key: {"wall": [], "cpu": []} for key in keys}
+    for rep in range(reps):
+        shift = rep % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            cpu, wall = time.process_time(), time.perf_counter()
+            block(runners[key]())
+            times[key]["wall"].append(time.perf_counter() - wall)
+            times[key]["cpu"].append(time.process_time() - cpu)
+    return times
+
+
+def time_summary(times, base=None):
+    """Milliseconds (median, min, max; CPU median) and ratios to `base`.
+
+    Args:
+        times: one entry of `interleaved_times`.
+        base: the entry to divide by (the floor), or `None`.
+
+    Returns:
+        `{median_ms, min_ms, max_ms, cpu_ms}`, plus with `base`: `ratio`
+        (of medians), `min_ratio` (of minimums) and `cpu_ratio` (of CPU
+        medians).
+    """
+    wall, cpu = times["wall"], times["cpu"]
+    out = {
+        "median_ms": statistics.median(wall) * 1e3,
+        "min_ms": min(wall) * 1e3,
+        "max_ms": max(wall) * 1e3,
+        "cpu_ms": statistics.median(cpu) * 1e3,
+    }
+    if base is not None:
+        ref = time_summary(base)
+        out["ratio"] = out["median_ms"] / ref["median_ms"]
+        out["min_ratio"] = out["min_ms"] / ref["min_ms"]
+        out["cpu_ratio"] = out["cpu_ms"] / ref["cpu_ms"] if ref["cpu_ms"] else None
+    return out
+
+
+def fmt_ms(summary):
+    """A table cell: ``median (ratio; min ratio) [min-max]``, in ms.
+
+    The ratios appear when `summary` has them (a `time_summary` with a base).
+    """
+    text = f"{summary['median_ms']:.3f}"
+    if "ratio" in summary:
+        text += f" ({summary['ratio']:.2f}x; min {summary['min_ratio']:.2f}x)"
+    return text + f" [{summary['min_ms']:.3f}-{summary['max_ms']:.3f}]"
+
+
+def copy_bandwidth(megabytes=512):
+    """Best-of-5 numpy copy: bytes read plus bytes written per second, GB/s."""
+    import numpy as np
+
+    a = np.ones(megabytes * 2**20 // 4, np.float32)
+    b = np.empty_like(a)
+    best = math.inf
+    for _ in range(5):
+        start = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - start)
+    return 2 * a.nbytes / best / 1e9
+
+
+# -- the machine -----------------------------------------------------------------
+
+
+def _first(path, prefix):
     try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+        with open(path) as f:
+            return next(
+                line.split(":", 1)[1].strip() for line in f if line.startswith(prefix)
+            )
     except (OSError, StopIteration):
-        pass
+        return None
+
+
+def _versions():
+    out = {"python": platform.python_version()}
+    for package in (
+        "numpy",
+        "keras",
+        "tensorflow",
+        "tf-keras",
+        "jax",
+        "jaxlib",
+        "torch",
+        "keras-hub",
+    ):
+        try:
+            out[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    import keras_posenc
+
+    out["keras_posenc"] = keras_posenc.__version__
+    return out
+
+
+def _devices(backend):
+    """The backend's compute devices (Keras is imported by now)."""
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return [d.device_type for d in tf.config.list_logical_devices()]
+    if backend == "jax":
+        import jax
+
+        return [d.platform for d in jax.devices()]
+    import torch
+
+    return ["cpu"] + (["cuda"] * torch.cuda.device_count())
+
+
+def _threads(backend):
+    """Intra-op threads where the backend says (torch); else `None`."""
+    if backend == "torch":
+        import torch
+
+        return torch.get_num_threads()
+    return None
+
+
+def machine(backend):
+    """What the numbers were measured on: CPU, cores, memory, versions, devices."""
+    kib = _first("/proc/meminfo", "MemTotal")
     return {
-        "cpu": cpu,
+        "cpu": _first("/proc/cpuinfo", "model name") or platform.processor(),
         "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "gpu": [d.name for d in tf.config.list_physical_devices("GPU")],
+        "memory_GiB": round(int(kib.split()[0]) / 2**20, 1) if kib else None,
+        "os": platform.platform(),
+        "versions": _versions(),
+        "backend": backend,
+        "devices": _devices(backend),
+        "intra_op_threads": _threads(backend),
+        "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS", "0") not in ("", "0"),
     }
 
 
-def write_json(name, payload):
-    folder = os.path.join(os.path.dirname(__file__), "results")
+def load_average():
+    """`os.getloadavg()`: runnable processes over 1, 5 and 15 minutes."""
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def _commit():
+    try:
+        done = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def run_info(backend):
+    """Date, code version, machine and load, at the start of a run."""
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        ),
+        "commit": _commit(),
+        "machine": machine(backend),
+        "load_start": load_average(),
+    }
+
+
+def machine_line(info):
+    """One printable line: CPU, cores, versions, load."""
+    m, v = info["machine"], info["machine"]["versions"]
+    backend = m["backend"]
+    version = v.get(backend, "?")
+    return (
+        f"{info['date']}: {m['cpu']}, {m['cores']} cores, {m['memory_GiB']} GiB; "
+        f"Python {v['python']}, Keras {v.get('keras')}, {backend} {version}, "
+        f"keras-hub {v.get('keras-hub', 'absent')}; load {info['load_start']}"
+    )
+
+
+# -- results ---------------------------------------------------------------------
+
+
+def _rounded(value, digits=4):
+    """Floats to `digits` significant digits (results files stay small)."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(v, digits) for v in value]
+    return value
+
+
+def _dumps(value, indent=0):
+    """JSON with one line per innermost object or list (small, diffable)."""
+    if not isinstance(value, dict | list) or not any(
+        isinstance(v, dict | list)
+        for v in (value.values() if isinstance(value, dict) else value)
+    ):
+        return json.dumps(value)
+    pad = " " * (indent + 1)
+    if isinstance(value, dict):
+        items = [
+            f"{pad}{json.dumps(k)}: {_dumps(v, indent + 1)}" for k, v in value.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    items = [pad + _dumps(v, indent + 1) for v in value]
+    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+
+
+def write_results(name, sections, path=None):
+    """Writes `{backend: section}` into the results file of benchmark `name`.
+
+    The file holds ``{"benchmark": name, "backends": {backend: section}}``;
+    a backend's section replaces its old one, other backends' stay, so
+    each backend can be (re)run on its own.
+
+    Args:
+        name: the benchmark, e.g. `"forward"`.
+        sections: `{backend: JSON-able dict}`.
+        path: the file; defaults to `benchmarks/results/<name>.json`.
+
+    Returns:
+        The path written.
+    """
+    path = path or os.path.join(RESULTS, f"{name}.json")
+    merged = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        if old.get("benchmark") == name:
+            merged = old.get("backends", {})
+    merged.update(_rounded(sections))
+    payload = {"benchmark": name, "backends": {k: merged[k] for k in sorted(merged)}}
+    folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}.json")
-    with open(path, "w") as f:
-        json.dump(payload, f, indent=2)
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as f:
+        f.write(_dumps(payload) + "\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(f.name, 0o666 & ~umask)  # a temporary file is private (0600)
+    os.replace(f.name, path)
     return path
+
+
+def markdown_table(header, rows):
+    """A markdown table from a header list and rows of cell strings."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

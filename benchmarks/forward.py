@@ -1,132 +1,250 @@
-"""Forward-pass benchmark: our layer against the floor and its peers, side by side.
+"""Forward-pass benchmark: our layer against the floor and its peers, per backend.
 
-    python -m benchmarks.forward [--reps 15] [--smoke] [--no-memory] [--json PATH]
+    python -m benchmarks.forward [--backend tensorflow|jax|torch | --all-backends]
+        [--reps 15] [--smoke] [--shape B,L,D,S ...] [--no-memory]
+        [--torch-threads N] [--json PATH]
 
 The floor is the least any implementation can do: `x + table[s:s + L]`
 with a precomputed float32 constant (read the inputs once, write the output
 once). Every configuration runs in the same process, in interleaved
-repetitions after a warm-up, in eager mode, in a `tf.function` and with
-`jit_compile=True`; the table shows medians, min-max, and the ratio to the
-floor measured in the same mode. Peak memory is measured per configuration
-in its own subprocess: the growth of peak RSS during one traced `tf.function`
-forward (the output itself is the least it can be).
+repetitions after a warm-up, in every execution mode of the backend
+(TensorFlow: eager, `tf.function`, `tf.function(jit_compile=True)`; JAX:
+eager, `jax.jit`; torch: eager); the table shows medians, min-max, and the
+ratio to the floor measured in the same mode. Peak memory (TensorFlow
+only) is measured per configuration in its own subprocess: the growth of
+peak RSS during one traced `tf.function` forward. The backend is fixed per
+process: `--all-backends` runs one subprocess per backend and merges the
+tables.
 """
 
 import argparse
+import functools
 import os
-import statistics
+import re
 import subprocess
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from benchmarks import _common
 
+if __name__ == "__main__":
+    _common.select_backend(sys.argv[1:])
+
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
-from benchmarks._common import machine, write_json  # noqa: E402
-from benchmarks.precision import reference  # noqa: E402
+from keras_posenc import _reference  # noqa: E402
 
-SHAPES = [  # (batch, length, depth, start_index)
+BACKEND = keras.backend.backend()
+NAME = "forward"
+
+SHAPES = (  # (batch, length, depth, start_index)
     (1, 128, 512, 0),
     (32, 512, 512, 0),
     (8, 4096, 1024, 0),
     (32, 1, 1024, 4095),
-]
-SMOKE_SHAPES = [(2, 16, 8, 0), (2, 1, 8, 7)]
-EXECUTION = ("eager", "function", "jit")
+)
+SMOKE_SHAPES = ((2, 16, 8, 0), (2, 1, 8, 7))
+
+# Configurations: results and tests key on these; LABELS are for people.
+FLOOR = "floor"
+OURS_COMPUTE = "ours_compute"
+OURS_LOOKUP = "ours_lookup"
+TILED_GATHER = "tiled_gather"
+TF_TUTORIAL = "tf_tutorial"
+KERAS_HUB = "keras_hub"
+LABELS = {
+    FLOOR: "floor: x + table[s:s+L]",
+    OURS_COMPUTE: "ours, compute",
+    OURS_LOOKUP: "ours, lookup",
+    TILED_GATHER: "classic batch-tiled gather",
+    TF_TUTORIAL: "TF tutorial table",
+    KERAS_HUB: "keras-hub SinePositionEncoding + add",
+}
+
+# Execution modes per backend, and the one a model normally runs in (its
+# GB/s and, on TensorFlow, its peak memory are reported).
+EAGER, FUNCTION, JIT = "eager", "function", "jit"
+MODES = {
+    "tensorflow": (EAGER, FUNCTION, JIT),
+    "jax": (EAGER, JIT),
+    "torch": (EAGER,),
+}
+MAIN_MODE = {"tensorflow": FUNCTION, "jax": JIT, "torch": EAGER}
+MODE_LABELS = {
+    "tensorflow": {EAGER: "eager", FUNCTION: "tf.function", JIT: "XLA (jit_compile)"},
+    "jax": {EAGER: "eager", JIT: "jax.jit"},
+    "torch": {EAGER: "eager"},
+}
+
+
+# -- the configurations --------------------------------------------------------
 
 
 def tutorial_table(length, depth):
-    """The TF tutorial's `positional_encoding` (concatenated layout), verbatim maths."""
-    depth = depth / 2
+    """The TF tutorial's `positional_encoding` (concatenated layout), its maths."""
+    half = depth / 2
     positions = np.arange(length)[:, np.newaxis]
-    depths = np.arange(depth)[np.newaxis, :] / depth
+    depths = np.arange(half)[np.newaxis, :] / half
     angle_rads = positions * (1 / (10000**depths))
     table = np.concatenate([np.sin(angle_rads), np.cos(angle_rads)], axis=-1)
-    return tf.cast(table, tf.float32)
+    return ops.convert_to_tensor(table.astype(np.float32))
 
 
-def configurations(batch, length, depth, start):
-    """name -> callable(x) returning `x + PE` for positions `start + [0, L)`."""
+def _tiled_gather(table, positions):
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.nn.embedding_lookup(table, positions)
+    return ops.take(table, positions, axis=0)
+
+
+def configurations(batch, length, depth, start, keys=None):
+    """`{key: fn(x)}`, each returning `x + PE` for positions `start + [0, L)`.
+
+    Args:
+        batch, length, depth, start: the shape and first position.
+        keys: the configurations wanted (default: every one this backend
+            and the installed packages allow).
+    """
     rows = start + length
-    table = tf.constant(keras_posenc.sinusoidal_table(rows, depth))
-    ours_compute = keras_posenc.SinusoidalPositionEncoding()
-    ours_lookup = keras_posenc.SinusoidalPositionEncoding(mode="lookup", max_length=rows)
-    ours_lookup.build((None, None, depth))
-    tiled = tf.tile(tf.range(start, rows)[None, :], [batch, 1])
-    tutorial = tutorial_table(rows, depth)
-    configs = {
-        "floor: x + table[s:s+L]": lambda x: x + table[start:rows],
-        "ours, compute": lambda x: ours_compute(x, start_index=start),
-        "ours, lookup": lambda x: ours_lookup(x, start_index=start),
-        "classic tiled embedding_lookup": lambda x: x + tf.nn.embedding_lookup(table, tiled),
-        "TF tutorial table": lambda x: x + tutorial[tf.newaxis, start:rows, :],
+    table = keras_posenc.sinusoidal_table(rows, depth)
+    builders = {
+        FLOOR: lambda: lambda x: x + table[start:rows],
+        OURS_COMPUTE: lambda: _ours(start, depth),
+        OURS_LOOKUP: lambda: _ours(start, depth, mode="lookup", max_length=rows),
+        TILED_GATHER: lambda: _classic(table, batch, start, rows),
     }
+    if BACKEND == "tensorflow":
+        tutorial = tutorial_table(rows, depth)
+        builders[TF_TUTORIAL] = lambda: lambda x: x + tutorial[None, start:rows, :]
+    if _keras_hub() is not None:
+        builders[KERAS_HUB] = lambda: _hub(start)
+    keys = list(builders) if keys is None else keys
+    return {key: builders[key]() for key in keys}
+
+
+def _ours(start, depth, **kwargs):
+    layer = keras_posenc.SinusoidalPositionEncoding(**kwargs)
+    layer.build((None, None, depth))
+    return lambda x: layer(x, start_index=start)
+
+
+def _classic(table, batch, start, rows):
+    tiled = ops.tile(ops.arange(start, rows, dtype="int32")[None, :], (batch, 1))
+    return lambda x: x + _tiled_gather(table, tiled)
+
+
+@functools.cache
+def _keras_hub():
+    """keras-hub, a peer (not a dependency of ours), or `None` when absent."""
     try:
         import keras_hub
-
-        hub = keras_hub.layers.SinePositionEncoding()
-        configs["keras-hub SinePositionEncoding + add"] = lambda x: x + hub(x, start_index=start)
     except ImportError:
-        pass
-    return configs
+        return None
+    return keras_hub
 
 
-def _inputs(batch, length, depth):
-    return tf.random.stateless_normal((batch, length, depth), seed=(1, 2))
+def _hub(start):
+    layer = _keras_hub().layers.SinePositionEncoding()
+    return lambda x: x + layer(x, start_index=start)
 
 
-def time_shape(shape, reps):
-    batch, length, depth, start = shape
-    x = _inputs(batch, length, depth)
+def compiled(fn, mode):
+    """`fn` in one of the backend's execution modes."""
+    if mode == EAGER:
+        return fn
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        # One tf.function per configuration and shape is the point here,
+        # not an accidental retrace: silence TensorFlow's warning about it.
+        tf.get_logger().setLevel("ERROR")
+        return tf.function(fn, jit_compile=mode == JIT)
+    if BACKEND == "jax" and mode == JIT:
+        import jax
+
+        return jax.jit(fn)
+    raise ValueError(f"No mode {mode!r} on {BACKEND}")
+
+
+def output_fusion_ops(fn, x):
+    """HLO instructions in the kernel XLA writes the output with (JIT mode).
+
+    The floor's kernel holds a handful (read `x`, read the row, add); a
+    large count means XLA fused the whole encoding into the output loop
+    and recomputes it for every element of `[B, L, D]`, not once per row.
+    `None` where the output is not written by a fusion.
+    """
+    if BACKEND == "jax":
+        import jax
+
+        text = jax.jit(fn).lower(x).compile().as_text()
+    else:
+        import tensorflow as tf
+
+        compiled_fn = tf.function(fn, jit_compile=True)
+        text = compiled_fn.experimental_get_compiler_ir(x)(stage="optimized_hlo")
+    entry = text[text.index("\nENTRY") :]
+    root = re.search(r"ROOT \S+ = [^\n]*? fusion\([^\n]*?calls=%?([\w.\-]+)", entry)
+    if root is None:
+        return None
+    name = re.escape(root.group(1))
+    body = re.search(rf"^%?{name} \(.*?\n}}", text, re.S | re.M)
+    return len(re.findall(r"^\s+(?:ROOT )?%\S+ = ", body.group(0), re.M))
+
+
+def inputs(batch, length, depth):
+    x = np.random.default_rng(12).standard_normal((batch, length, depth))
+    return ops.convert_to_tensor(x.astype(np.float32))
+
+
+# -- timing ----------------------------------------------------------------------
+
+
+def time_shape(shape, reps, keys=None):
+    """`{(config, mode): [seconds]}` for one shape, every mode interleaved."""
+    x = inputs(*shape[:3])
     runners = {}
-    for name, fn in configurations(*shape).items():
-        runners[(name, "eager")] = fn
-        runners[(name, "function")] = tf.function(fn)
-        runners[(name, "jit")] = tf.function(fn, jit_compile=True)
-    for fn in runners.values():  # warm-up: traces, compiles, caches
-        fn(x)
-        fn(x)
-    times = {key: [] for key in runners}
-    for _ in range(reps):
-        for key, fn in runners.items():
-            t0 = time.perf_counter()
-            y = fn(x)
-            y.shape  # noqa: B018  CPU execution is synchronous; keeps `y` alive
-            times[key].append(time.perf_counter() - t0)
-            del y
-    return times
+    for key, fn in configurations(*shape, keys=keys).items():
+        for mode in MODES[BACKEND]:
+            runners[(key, mode)] = functools.partial(compiled(fn, mode), x)
+    return _common.interleaved_times(runners, reps)
 
 
-def copy_bandwidth(megabytes=512):
-    """Best-of-5 numpy copy, bytes read + written per second."""
-    a = np.ones(megabytes * 2**20 // 4, np.float32)
-    b = np.empty_like(a)
-    best = min(_timed(lambda: np.copyto(b, a)) for _ in range(5))
-    return 2 * a.nbytes / best / 1e9
+def fusion_sizes(shape, keys):
+    """`{config: output_fusion_ops}` for one shape, on backends with XLA."""
+    if JIT not in MODES[BACKEND]:
+        return {}
+    x = inputs(*shape[:3])
+    configs = configurations(*shape, keys=keys)
+    return {key: output_fusion_ops(fn, x) for key, fn in configs.items()}
 
 
-def _timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def table_build(length=65536, depth=1024, reps=5):
+def table_build(length, depth, reps):
     """`sinusoidal_table` vs the float64 numpy formula, median seconds."""
-    keras_posenc.sinusoidal_table(length, depth)  # trace once
+    _common.block(keras_posenc.sinusoidal_table(length, depth))  # trace once
+    positions = np.arange(length)
+    ours = _common.interleaved_times(
+        {"ours": lambda: keras_posenc.sinusoidal_table(length, depth)}, reps, warmup=0
+    )["ours"]["wall"]
+    numpy_s = []
+    for _ in range(max(1, reps // 2)):
+        t0 = time.perf_counter()
+        _reference.sinusoidal_float64(positions, depth).astype(np.float32)
+        numpy_s.append(time.perf_counter() - t0)
+    ours_s, numpy_s = float(np.median(ours)), float(np.median(numpy_s))
+    return {
+        "shape": [length, depth],
+        "ours_s": ours_s,
+        "numpy_float64_s": numpy_s,
+        "speedup": numpy_s / ours_s,
+    }
 
-    def numpy_formula():
-        return reference(np.arange(length), depth).astype(np.float32)
 
-    ours = statistics.median(_timed(lambda: keras_posenc.sinusoidal_table(length, depth)) for _ in range(reps))
-    ref = statistics.median(_timed(numpy_formula) for _ in range(max(1, reps // 2)))
-    return {"shape": [length, depth], "ours_s": ours, "numpy_float64_s": ref, "speedup": ref / ours}
-
-
-# -- memory: one subprocess per configuration ----------------------------------
+# -- memory (TensorFlow only): one subprocess per configuration -------------------
 
 
 def _rss_kib(field):
@@ -134,17 +252,17 @@ def _rss_kib(field):
         return next(int(line.split()[1]) for line in f if line.startswith(field))
 
 
-def _child(args):
+def _child(name, batch, length, depth, start):
     """Traces one configuration, then prints the forward's peak RSS growth in KiB.
 
     The high-water mark is reset after tracing (/proc/self/clear_refs), so
     the number is what one forward call allocates: inputs and tables exist
     before, the output and any intermediate are counted.
     """
-    batch, length, depth, start = (int(v) for v in args.child[1:5])
-    name = args.child[0]
-    x = _inputs(batch, length, depth)
-    fn = tf.function(configurations(batch, length, depth, start)[name])
+    import tensorflow as tf
+
+    x = inputs(batch, length, depth)
+    fn = tf.function(configurations(batch, length, depth, start, keys=[name])[name])
     fn.get_concrete_function(x)
     before = _rss_kib("VmRSS:")
     with open("/proc/self/clear_refs", "w") as f:
@@ -154,105 +272,214 @@ def _child(args):
     del y
 
 
-def peak_memory(shape, names):
+def peak_memory(shape, keys):
     """Peak RSS growth of one `tf.function` forward, MiB, per configuration."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # oneDNN's pooled CPU allocator would hand out memory freed earlier, and
     # glibc could reuse freed heap: with both off, every buffer shows in RSS.
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", TF_ENABLE_ONEDNN_OPTS="0",
-               TF_CPP_MIN_LOG_LEVEL="3")
+    env = dict(
+        os.environ,
+        KERAS_BACKEND="tensorflow",
+        MALLOC_MMAP_THRESHOLD_="65536",
+        TF_ENABLE_ONEDNN_OPTS="0",
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
 
-    def run(name):
-        command = [sys.executable, "-m", "benchmarks.forward", "--child", name, *map(str, shape)]
-        out = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root, env=env)
+    def run(key):
+        command = [sys.executable, "-m", "benchmarks.forward", "--backend"]
+        command += ["tensorflow", "--child", key, *map(str, shape)]
+        out = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=_common.ROOT,
+            env=env,
+        )
         return int(out.stdout.strip().splitlines()[-1]) / 1024
 
-    return {name: run(name) for name in names}
+    return {key: run(key) for key in keys}
 
 
-# -- report ----------------------------------------------------------------------
+# -- reporting ---------------------------------------------------------------------
 
 
-def summarise(shape, times, memory, bandwidth):
+def summarise(shape, times, memory=None, fusion=None):
+    """Rows `{config, <mode>: time_summary, GBps[, peak_MiB, fusion_ops]}`.
+
+    Every ratio is to the floor in the same mode (`time_summary`).
+    """
     batch, length, depth, _ = shape
     moved = (2 * batch * length * depth + length * depth) * 4
-    names = list(dict.fromkeys(name for name, _ in times))
-    floor = next(n for n in names if n.startswith("floor"))
+    keys = list(dict.fromkeys(key for key, _ in times))
+    modes = list(dict.fromkeys(mode for _, mode in times))
     rows = []
-    for name in names:
-        row = {"config": name}
-        for execution in EXECUTION:
-            t = times[(name, execution)]
-            med = statistics.median(t)
-            row[execution] = {
-                "median_ms": med * 1e3, "min_ms": min(t) * 1e3, "max_ms": max(t) * 1e3,
-                "ratio_to_floor": med / statistics.median(times[(floor, execution)]),
-            }
-        row["function_GBps"] = moved / row["function"]["median_ms"] * 1e3 / 1e9
-        row["function_fraction_of_copy_bandwidth"] = row["function_GBps"] / bandwidth
-        if memory:
-            row["function_peak_MiB"] = memory.get(name)
+    for key in keys:
+        row = {"config": key}
+        for mode in modes:
+            row[mode] = _common.time_summary(times[(key, mode)], times[(FLOOR, mode)])
+        row["GBps"] = moved / row[MAIN_MODE[BACKEND]]["median_ms"] / 1e6
+        if memory and key in memory:
+            row["peak_MiB"] = memory[key]
+        if fusion and key in fusion:
+            row["fusion_ops"] = fusion[key]
         rows.append(row)
     return rows
 
 
-def markdown(shape, rows):
-    b, l, d, s = shape
-    lines = [f"\n**(B, L, D) = ({b}, {l}, {d}), start_index = {s}**\n",
-             "| configuration | eager ms (x floor) | tf.function ms (x floor) | jit ms (x floor) "
-             "| tf.function GB/s | tf.function peak MiB (output alone: %.0f) |" % (b * l * d * 4 / 2**20),
-             "|---|---|---|---|---|---|"]
+def shape_title(shape):
+    b, length, d, s = shape
+    return f"(B, L, D) = ({b}, {length}, {d}), start_index = {s}"
+
+
+def markdown(backend, shape, rows):
+    """One shape's table: ms (x floor) [min-max] per mode, GB/s, memory."""
+    modes = [m for m in MODES[backend] if m in rows[0]]
+    labels = MODE_LABELS[backend]
+    header = ["configuration"] + [f"{labels[m]} ms (x floor)" for m in modes]
+    main = MAIN_MODE[backend]
+    header += [f"{labels[main]} CPU time (x floor)", f"{labels[main]} GB/s"]
+    with_fusion = any("fusion_ops" in row for row in rows)
+    if with_fusion:
+        header.append(f"{labels[JIT]} output-kernel HLO ops")
+    with_memory = any("peak_MiB" in row for row in rows)
+    if with_memory:
+        out_mib = shape[0] * shape[1] * shape[2] * 4 / 2**20
+        header.append(f"peak MiB (output alone: {out_mib:.0f})")
+    cells = []
     for row in rows:
-        cells = [
-            f"{row[e]['median_ms']:.3f} ({row[e]['ratio_to_floor']:.2f}x) "
-            f"[{row[e]['min_ms']:.3f}-{row[e]['max_ms']:.3f}]"
-            for e in EXECUTION
-        ]
-        mem = row.get("function_peak_MiB")
-        mem = "-" if mem is None else f"{mem:.0f}"
-        lines.append(f"| {row['config']} | " + " | ".join(cells) + f" | {row['function_GBps']:.1f} | {mem} |")
-    return "\n".join(lines)
+        line = [LABELS[row["config"]]]
+        line += [_common.fmt_ms(row[m]) for m in modes]
+        cpu = row[main]["cpu_ratio"]
+        line.append("-" if cpu is None else f"{row[main]['cpu_ms']:.3f} ({cpu:.2f}x)")
+        line.append(f"{row['GBps']:.1f}")
+        if with_fusion:
+            line.append(str(row.get("fusion_ops", "-")))
+        if with_memory:
+            mib = row.get("peak_MiB")
+            line.append("-" if mib is None else f"{mib:.0f}")
+        cells.append(line)
+    return f"\n**{shape_title(shape)}**\n\n" + _common.markdown_table(header, cells)
+
+
+def merged_markdown(sections):
+    """Ratio to the floor, every backend and mode side by side, per shape."""
+    columns = [(b, m) for b in sections for m in sections[b]["modes"]]
+    header = ["configuration"] + [f"{b} {m}" for b, m in columns]
+    shapes = {}
+    for backend, section in sections.items():
+        for entry in section["shapes"]:
+            for row in entry["rows"]:
+                table = shapes.setdefault(tuple(entry["shape"]), {})
+                table.setdefault(row["config"], {})[backend] = row
+    out = []
+    for shape, table in shapes.items():
+        cells = []
+        for key, by_backend in table.items():
+            line = [LABELS[key]]
+            for backend, mode in columns:
+                row = by_backend.get(backend)
+                line.append("-" if row is None else f"{row[mode]['ratio']:.2f}x")
+            cells.append(line)
+        out.append(f"\n**{shape_title(shape)}**: median / floor median, same mode\n")
+        out.append(_common.markdown_table(header, cells))
+    return "\n".join(out)
+
+
+# -- the run -----------------------------------------------------------------------
+
+
+def parse_shape(text):
+    values = tuple(int(v) for v in text.split(","))
+    if len(values) != 4 or min(values[:3]) < 1 or values[3] < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected B,L,D,S (positive B, L, D), got {text!r}"
+        )
+    return values
+
+
+def run(shapes, reps, memory, smoke):
+    """One backend's section: machine, load, tables per shape, table build."""
+    info = _common.run_info(BACKEND)
+    bandwidth = _common.copy_bandwidth(16 if smoke else 512)
+    print(
+        f"{BACKEND}: {_common.machine_line(info)}; numpy copy {bandwidth:.1f} GB/s; "
+        f"{reps} interleaved repetitions",
+        flush=True,
+    )
+    section = {**info, "copy_GBps": bandwidth, "reps": reps}
+    section["modes"] = list(MODES[BACKEND])
+    section["memory"] = (
+        "peak RSS growth of one tf.function forward, own subprocess"
+        if memory and BACKEND == "tensorflow"
+        else None
+    )
+    section["shapes"] = []
+    for shape in shapes:
+        times = time_shape(shape, reps)
+        keys = list(dict.fromkeys(key for key, _ in times))
+        big = shape[0] * shape[1] * shape[2] >= 2**22
+        peaks = peak_memory(shape, keys) if section["memory"] and big else None
+        rows = summarise(shape, times, peaks, fusion_sizes(shape, keys))
+        print(markdown(BACKEND, shape, rows), flush=True)
+        entry = {"shape": list(shape), "rows": rows, "load": _common.load_average()}
+        section["shapes"].append(entry)
+    length, depth = (4096, 64) if smoke else (65536, 1024)
+    build = table_build(length, depth, reps=1 if smoke else 5)
+    section["table_build"] = build
+    print(
+        f"\nsinusoidal_table({length}, {depth}): {build['ours_s'] * 1e3:.1f} ms; "
+        f"float64 numpy formula: {build['numpy_float64_s'] * 1e3:.1f} ms "
+        f"({build['speedup']:.1f}x faster)"
+    )
+    section["load_end"] = _common.load_average()
+    print(f"load average at the end: {section['load_end']}", flush=True)
+    return section
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _common.add_backend_arguments(parser, NAME)
     parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes, one repetition")
-    parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
-    parser.add_argument("--json", help="where to write the results (default benchmarks/results/forward.json)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny shapes, one repetition, no memory subprocesses",
+    )
+    parser.add_argument(
+        "--shape",
+        type=parse_shape,
+        action="append",
+        help="B,L,D,S instead of the default shapes (repeatable)",
+    )
+    parser.add_argument(
+        "--no-memory", action="store_true", help="skip the memory subprocesses"
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        help="torch's intra-op threads (default: one per core); ignored elsewhere",
+    )
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return _child(args)
+        return _child(args.child[0], *(int(v) for v in args.child[1:]))
+    if args.all_backends or (args.backend or BACKEND) != BACKEND:
+        backends = _common.BACKENDS if args.all_backends else [args.backend]
+        sections = _common.run_backends(NAME, argv, backends)
+        if len(sections) > 1:
+            print("\n## Every backend\n" + merged_markdown(sections))
+        print("\nwritten:", _common.write_results(NAME, sections, args.json))
+        return sections
+    if args.torch_threads and BACKEND == "torch":
+        import torch
 
-    shapes = SMOKE_SHAPES if args.smoke else SHAPES
-    reps = 1 if args.smoke else args.reps
-    bandwidth = copy_bandwidth(16 if args.smoke else 512)
-    info = machine()
-    print(f"machine: {info['cpu']}, {info['cores']} cores, TF {info['tensorflow']}; "
-          f"numpy copy bandwidth {bandwidth:.1f} GB/s; {reps} interleaved repetitions")
-    results = {"machine": info, "copy_GBps": bandwidth, "reps": reps, "shapes": []}
-    for shape in shapes:
-        times = time_shape(shape, reps)
-        names = list(dict.fromkeys(name for name, _ in times))
-        big = shape[0] * shape[1] * shape[2] >= 2**22
-        measure_memory = not args.no_memory and (big or args.smoke)
-        memory = peak_memory(shape, names if not args.smoke else names[:2]) if measure_memory else None
-        rows = summarise(shape, times, memory, bandwidth)
-        print(markdown(shape, rows), flush=True)
-        results["shapes"].append({"shape": list(shape), "rows": rows})
-    build = table_build(*((4096, 64) if args.smoke else (65536, 1024)), reps=1 if args.smoke else 5)
-    results["table_build"] = build
-    print(f"\nsinusoidal_table{tuple(build['shape'])}: {build['ours_s'] * 1e3:.1f} ms; "
-          f"float64 numpy formula: {build['numpy_float64_s'] * 1e3:.1f} ms ({build['speedup']:.1f}x faster)")
-    if args.json:
-        import json
-
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-        print("written:", args.json)
-    else:
-        print("written:", write_json("forward", results))
+        torch.set_num_threads(args.torch_threads)
+    shapes = args.shape or (SMOKE_SHAPES if args.smoke else SHAPES)
+    memory = not (args.no_memory or args.smoke)
+    section = run(shapes, 1 if args.smoke else args.reps, memory, args.smoke)
+    print("written:", _common.write_results(NAME, {BACKEND: section}, args.json))
+    return {BACKEND: section}
 
 
 if __name__ == "__main__":

@@ -1,114 +1,187 @@
-"""Max |error| against float64 at growing positions: the README's precision table.
+"""Max |error| against float64 at growing positions, per backend.
 
-    python -m benchmarks.precision [--depth 512] [--window 1024] [--exhaustive]
+    python -m benchmarks.precision [--backend tensorflow|jax|torch | --all-backends]
+        [--depth 512] [--window 1024] [--smoke] [--exhaustive] [--json PATH]
 
 Compares, on windows of positions ending at 2**11, 2**16, 2**20 and 2**24:
-keras_posenc (float32 and the two 16-bit dtypes, rounded once), the naive
-float32 formula (angle `p * w` formed in float32, as the TF tutorial and
-most code do), and the compute-dtype formula (positions and angles in
-bfloat16/float16, as keras-hub's SinePositionEncoding does under mixed
-precision). The reference is float64 numpy, exact to ~1e-9 below 2**24.
+keras_posenc's `sinusoidal_table` on the Keras backend (float32 and the two
+16-bit dtypes, rounded once), the naive float32 formula (angle `p * w`
+formed in float32, as the TF tutorial and most code do), and the
+compute-dtype formula (positions and angles in bfloat16/float16, as
+keras-hub's SinePositionEncoding does under mixed precision). The naive
+rows and the reference come from `keras_posenc._reference` (numpy, the same
+on every backend); the reference forms `p * w` in float64, exact to ~1e-9
+below 2**24. `--exhaustive` also checks every position below 2**24 at
+depth 64 (a few minutes).
 """
 
 import argparse
-import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from benchmarks import _common
 
+if __name__ == "__main__":
+    _common.select_backend(sys.argv[1:])
+
+import keras  # noqa: E402
+import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
-from benchmarks._common import machine, write_json  # noqa: E402
+from keras_posenc import _reference  # noqa: E402
 
-LANDMARKS = [2**11, 2**16, 2**20, 2**24]
+BACKEND = keras.backend.backend()
+NAME = "precision"
+LANDMARKS = (2**11, 2**16, 2**20, 2**24)
+EXHAUSTIVE_DEPTH = 64
+EXHAUSTIVE_END = 2**24
 
-
-def reference(positions, depth, base=10000.0):
-    omega = base ** (-2.0 * (np.arange(depth) // 2) / depth)
-    angle = positions.astype(np.float64)[:, None] * omega
-    return np.where(np.arange(depth) % 2 == 0, np.sin(angle), np.cos(angle))
-
-
-def naive_float32(positions, depth, base=10000.0):
-    """The usual code: float32 positions times float32 frequencies."""
-    omega = (base ** (-2.0 * (np.arange(depth) // 2) / depth)).astype(np.float32)
-    angle = tf.constant(positions.astype(np.float32))[:, None] * omega
-    return tf.where(np.arange(depth) % 2 == 0, tf.sin(angle), tf.cos(angle)).numpy()
-
-
-def compute_dtype_formula(positions, depth, dtype, base=10000.0):
-    """keras-hub SinePositionEncoding's maths, done in the compute dtype."""
-    pos = tf.cast(positions, dtype)
-    exponent = tf.cast(2 * (np.arange(depth) // 2), dtype) / tf.cast(depth, dtype)
-    timescales = tf.pow(tf.cast(1.0 / base, dtype), exponent)
-    angle = pos[:, None] * timescales[None, :]
-    out = tf.where(np.arange(depth) % 2 == 0, tf.sin(angle), tf.cos(angle))
-    return tf.cast(out, tf.float64).numpy()
+# Rows: results and tests key on these; LABELS are for people.
+OURS_FLOAT32 = "ours_float32"
+NAIVE_FLOAT32 = "naive_float32"
+OURS_BFLOAT16 = "ours_bfloat16"
+ROUNDED_BFLOAT16 = "exact_rounded_bfloat16"
+COMPUTE_BFLOAT16 = "compute_dtype_bfloat16"
+OURS_FLOAT16 = "ours_float16"
+ROUNDED_FLOAT16 = "exact_rounded_float16"
+COMPUTE_FLOAT16 = "compute_dtype_float16"
+LABELS = {
+    OURS_FLOAT32: "keras_posenc float32",
+    NAIVE_FLOAT32: "naive float32",
+    OURS_BFLOAT16: "keras_posenc bfloat16",
+    ROUNDED_BFLOAT16: "bfloat16 rounding of exact",
+    COMPUTE_BFLOAT16: "compute-dtype bfloat16",
+    OURS_FLOAT16: "keras_posenc float16",
+    ROUNDED_FLOAT16: "float16 rounding of exact",
+    COMPUTE_FLOAT16: "compute-dtype float16",
+}
 
 
 def ours(positions, depth, dtype="float32"):
-    table = keras_posenc.sinusoidal_table(len(positions), depth, start_index=int(positions[0]), dtype=dtype)
-    return tf.cast(table, tf.float64).numpy()
+    """`sinusoidal_table` on the backend, as float64 numpy."""
+    table = keras_posenc.sinusoidal_table(
+        len(positions), depth, start_index=int(positions[0]), dtype=dtype
+    )
+    # float32 holds every 16-bit value exactly; numpy has no bfloat16.
+    return ops.convert_to_numpy(ops.cast(table, "float32")).astype(np.float64)
 
 
 def max_error(got, want):
-    err = np.abs(np.asarray(got, np.float64) - want)
-    return float("nan") if not np.isfinite(err).all() else float(err.max())
+    """Largest |got - want|; NaN when `got` has a non-finite value (overflow)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(np.asarray(got, np.float64) - want)
+    return float(err.max()) if np.isfinite(err).all() else float("nan")
 
 
-def measure(depth, window):
-    rows = {}
-    for end in LANDMARKS:
+def _naive(positions, depth, dtype):
+    with np.errstate(invalid="ignore", over="ignore"):  # float16 overflows
+        return _reference.naive_float32(positions, depth, dtype=dtype)
+
+
+def measure(depth, window, landmarks=LANDMARKS):
+    """`{end: {row: max error}}` on the positions `[end - window, end)`."""
+    results = {}
+    for end in landmarks:
         positions = np.arange(end - window, end)
-        want = reference(positions, depth)
-        rows[end] = {
-            "keras_posenc float32": max_error(ours(positions, depth), want),
-            "naive float32": max_error(naive_float32(positions, depth), want),
-            "keras_posenc bfloat16": max_error(ours(positions, depth, "bfloat16"), want),
-            "bfloat16 rounding of exact": max_error(tf.cast(want, tf.bfloat16).numpy(), want),
-            "compute-dtype bfloat16": max_error(compute_dtype_formula(positions, depth, tf.bfloat16), want),
-            "keras_posenc float16": max_error(ours(positions, depth, "float16"), want),
-            "float16 rounding of exact": max_error(tf.cast(want, tf.float16).numpy(), want),
-            "compute-dtype float16": max_error(compute_dtype_formula(positions, depth, tf.float16), want),
+        want = _reference.sinusoidal_float64(positions, depth)
+        results[end] = {
+            OURS_FLOAT32: max_error(ours(positions, depth), want),
+            NAIVE_FLOAT32: max_error(_naive(positions, depth, np.float32), want),
+            OURS_BFLOAT16: max_error(ours(positions, depth, "bfloat16"), want),
+            ROUNDED_BFLOAT16: max_error(want.astype(ml_dtypes.bfloat16), want),
+            COMPUTE_BFLOAT16: max_error(
+                _naive(positions, depth, ml_dtypes.bfloat16), want
+            ),
+            OURS_FLOAT16: max_error(ours(positions, depth, "float16"), want),
+            ROUNDED_FLOAT16: max_error(want.astype(np.float16), want),
+            COMPUTE_FLOAT16: max_error(_naive(positions, depth, np.float16), want),
         }
-    return rows
+    return results
 
 
-def exhaustive(depth=64, block=2**18):
-    """Max error of the float32 table over every position in [0, 2**24)."""
+def exhaustive(depth=EXHAUSTIVE_DEPTH, end=EXHAUSTIVE_END, block=2**18):
+    """Max error of the float32 table over every position in `[0, end)`."""
     worst = 0.0
-    for start in range(0, 2**24, block):
-        got = keras_posenc.sinusoidal_table(block, depth, start_index=start).numpy()
-        worst = max(worst, max_error(got, reference(np.arange(start, start + block), depth)))
+    for start in range(0, end, block):
+        positions = np.arange(start, min(start + block, end))
+        want = _reference.sinusoidal_float64(positions, depth)
+        worst = max(worst, max_error(ours(positions, depth), want))
     return worst
 
 
-def markdown(rows, window, depth):
-    names = list(next(iter(rows.values())))
-    head = "| max abs error, positions [p - %d, p), depth %d | " % (window, depth)
-    head += " | ".join(f"p = 2**{int(np.log2(p))}" for p in rows) + " |"
-    lines = [head, "|---" * (len(rows) + 1) + "|"]
-    for name in names:
-        cells = ["NaN (overflow)" if np.isnan(rows[p][name]) else f"{rows[p][name]:.1e}" for p in rows]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def markdown(results, window, depth):
+    """The error table: one row per entry of `LABELS`, one column per end."""
+    ends = list(results)
+    header = [f"max abs error, positions [p - {window}, p), depth {depth}"]
+    header += [f"p = 2**{int(np.log2(p))}" for p in ends]
+    rows = []
+    for key, label in LABELS.items():
+        cells = [results[p][key] for p in ends]
+        rows.append(
+            [label] + ["NaN (overflow)" if np.isnan(c) else f"{c:.1e}" for c in cells]
+        )
+    return _common.markdown_table(header, rows)
+
+
+def merged_markdown(sections):
+    """keras_posenc's rows on every backend side by side (the rest is numpy)."""
+    first = next(iter(sections.values()))
+    ends = list(first["errors"])
+    header = ["max abs error"] + [f"p = 2**{int(np.log2(int(p)))}" for p in ends]
+    rows = []
+    for key in (OURS_FLOAT32, OURS_BFLOAT16, OURS_FLOAT16):
+        for backend, section in sections.items():
+            cells = [f"{section['errors'][p][key]:.1e}" for p in ends]
+            rows.append([f"{LABELS[key]} ({backend})"] + cells)
+    return _common.markdown_table(header, rows)
+
+
+def run(depth, window, with_exhaustive):
+    info = _common.run_info(BACKEND)
+    print(f"{BACKEND}: {_common.machine_line(info)}", flush=True)
+    results = measure(depth, window)
+    print(markdown(results, window, depth), flush=True)
+    section = {**info, "depth": depth, "window": window}
+    section["errors"] = {str(end): row for end, row in results.items()}
+    if with_exhaustive:
+        worst = exhaustive()
+        section["exhaustive"] = {
+            "depth": EXHAUSTIVE_DEPTH,
+            "positions": [0, EXHAUSTIVE_END],
+            "max_error": worst,
+        }
+        print(
+            f"\nevery position in [0, 2**24), depth {EXHAUSTIVE_DEPTH}: "
+            f"max error {worst:.2e}"
+        )
+    return section
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _common.add_backend_arguments(parser, NAME)
     parser.add_argument("--depth", type=int, default=512)
     parser.add_argument("--window", type=int, default=1024)
-    parser.add_argument("--exhaustive", action="store_true", help="also every position < 2**24 at depth 64 (about a minute)")
+    parser.add_argument("--smoke", action="store_true", help="depth 16, window 32")
+    parser.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help=f"also every position < 2**24 at depth {EXHAUSTIVE_DEPTH}",
+    )
     args = parser.parse_args(argv)
-    rows = measure(args.depth, args.window)
-    print(markdown(rows, args.window, args.depth))
-    payload = {"machine": machine(), "depth": args.depth, "window": args.window,
-               "rows": {str(k): v for k, v in rows.items()}}
-    if args.exhaustive:
-        payload["exhaustive_depth64_max_error"] = exhaustive()
-        print(f"\nevery position in [0, 2**24), depth 64: max error {payload['exhaustive_depth64_max_error']:.2e}")
-    print("\nwritten:", write_json("precision", payload))
+    if args.all_backends or (args.backend or BACKEND) != BACKEND:
+        backends = _common.BACKENDS if args.all_backends else [args.backend]
+        sections = _common.run_backends(NAME, argv, backends)
+        if len(sections) > 1:
+            print("\n## Every backend\n\n" + merged_markdown(sections))
+        print("\nwritten:", _common.write_results(NAME, sections, args.json))
+        return sections
+    depth, window = (16, 32) if args.smoke else (args.depth, args.window)
+    section = run(depth, window, args.exhaustive)
+    print("\nwritten:", _common.write_results(NAME, {BACKEND: section}, args.json))
+    return {BACKEND: section}
 
 
 if __name__ == "__main__":

@@ -1,45 +1,269 @@
-"""The benchmark scripts keep working (smoke run; no timed assertion)."""
+"""The benchmark scripts keep working on every backend (smoke runs, no timings)."""
 
+import importlib
 import json
+import math
 import os
-import subprocess
 import sys
 
+import numpy as np
 import pytest
+from _helpers import BACKEND, TOL, only_tensorflow, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_precision_script_measures_what_the_readme_claims():
+def _benchmark(name):
+    """Imports `benchmarks.<name>` from the repository root (not a package dep)."""
     sys.path.insert(0, ROOT)
     try:
-        from benchmarks import precision
+        return importlib.import_module(f"benchmarks.{name}")
     finally:
         sys.path.remove(ROOT)
-    rows = precision.measure(depth=16, window=32)
-    assert max(row["keras_posenc float32"] for row in rows.values()) <= 2e-7
-    assert rows[2**24]["naive float32"] > 0.1
-    assert rows[2**11]["compute-dtype bfloat16"] > 0.5
-    table = precision.markdown(rows, 32, 16)
-    assert table.count("\n") == 9 and "| keras_posenc float32 |" in table
 
 
-@pytest.mark.slow
-def test_forward_benchmark_smoke(tmp_path):
-    out = tmp_path / "forward.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.forward", "--smoke", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+forward = _benchmark("forward")
+precision = _benchmark("precision")
+common = _benchmark("_common")
+
+
+def _has_keras_hub():
+    try:
+        import keras_hub  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def forward_smoke(tmp_path_factory):
+    """One in-process `forward --smoke` run on this backend, and its JSON file."""
+    path = tmp_path_factory.mktemp("forward") / "forward.json"
+    returned = forward.main(["--smoke", "--no-memory", "--json", str(path)])
+    return returned, json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def precision_smoke(tmp_path_factory):
+    """One in-process `precision --smoke` run on this backend, and its JSON file."""
+    path = tmp_path_factory.mktemp("precision") / "precision.json"
+    precision.main(["--smoke", "--json", str(path)])
+    return json.loads(path.read_text())
+
+
+# -- forward.py ------------------------------------------------------------------
+
+
+def test_forward_smoke_has_every_configuration_of_the_backend(forward_smoke):
+    # The floor, both of our modes and the generic peer run everywhere; the
+    # TF tutorial only on TensorFlow; keras-hub whenever it is installed.
+    expected = {
+        forward.FLOOR,
+        forward.OURS_COMPUTE,
+        forward.OURS_LOOKUP,
+        forward.TILED_GATHER,
+    }
+    if BACKEND == "tensorflow":
+        expected.add(forward.TF_TUTORIAL)
+    if _has_keras_hub():
+        expected.add(forward.KERAS_HUB)
+    _, results = forward_smoke
+    section = results["backends"][BACKEND]
+    assert [entry["shape"] for entry in section["shapes"]] == [
+        list(s) for s in forward.SMOKE_SHAPES
+    ]
+    for entry in section["shapes"]:
+        assert {row["config"] for row in entry["rows"]} == expected
+
+
+def test_forward_smoke_times_every_mode_of_the_backend(forward_smoke):
+    # Each row has median/min/max and a finite positive ratio in each mode.
+    _, results = forward_smoke
+    section = results["backends"][BACKEND]
+    assert section["modes"] == list(forward.MODES[BACKEND])
+    for entry in section["shapes"]:
+        for row in entry["rows"]:
+            for mode in forward.MODES[BACKEND]:
+                cell = row[mode]
+                assert cell["min_ms"] <= cell["median_ms"] <= cell["max_ms"]
+                assert math.isfinite(cell["ratio"]) and cell["ratio"] > 0
+
+
+def test_forward_floor_ratio_is_one(forward_smoke):
+    # Ratios are to the floor measured in the same mode.
+    _, results = forward_smoke
+    for entry in results["backends"][BACKEND]["shapes"]:
+        floor = next(r for r in entry["rows"] if r["config"] == forward.FLOOR)
+        assert all(floor[mode]["ratio"] == 1.0 for mode in forward.MODES[BACKEND])
+
+
+def test_forward_records_the_machine_and_load(forward_smoke):
+    # The machine, versions and load average are part of every result.
+    _, results = forward_smoke
+    section = results["backends"][BACKEND]
+    assert section["machine"]["backend"] == BACKEND
+    assert section["machine"]["cores"] >= 1
+    assert section["machine"]["versions"]["keras"]
+    assert len(section["load_start"]) == 3 and len(section["load_end"]) == 3
+    assert section["copy_GBps"] > 0 and section["table_build"]["ours_s"] > 0
+
+
+def test_forward_merged_table_has_a_column_per_backend_mode(forward_smoke):
+    # `--all-backends` merges sections into one ratio table per shape, with
+    # a column per (backend, mode); here a second, eager-only section.
+    returned, _ = forward_smoke
+    other = "jax" if BACKEND == "torch" else "torch"
+    sections = {
+        BACKEND: returned[BACKEND],
+        other: dict(returned[BACKEND], modes=[forward.EAGER]),
+    }
+    table = forward.merged_markdown(sections)
+    header = next(line for line in table.splitlines() if line.startswith("| config"))
+    assert header.count("|") == 3 + len(forward.MODES[BACKEND])
+    assert f"| {other} eager |" in header
+    assert table.count(f"| {forward.LABELS[forward.FLOOR]} |") == len(
+        forward.SMOKE_SHAPES
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "| floor: x + table[s:s+L] |" in done.stdout
-    results = json.loads(out.read_text())
-    assert results["machine"]["cores"] >= 1 and results["copy_GBps"] > 0
-    for shape in results["shapes"]:
-        rows = {row["config"]: row for row in shape["rows"]}
-        assert rows["floor: x + table[s:s+L]"]["function"]["ratio_to_floor"] == 1.0
-        assert {"ours, compute", "ours, lookup", "classic tiled embedding_lookup",
-                "TF tutorial table"} <= set(rows)
-    first = {row["config"]: row for row in results["shapes"][0]["rows"]}
-    assert first["ours, compute"]["function_peak_MiB"] is not None
-    assert results["table_build"]["ours_s"] > 0
+
+
+def test_forward_floor_output_kernel_is_a_handful_of_ops(forward_smoke):
+    # Under XLA the floor's output is one small fused kernel (read x, read
+    # the row, add): the yardstick for every other configuration's kernel.
+    _, results = forward_smoke
+    for entry in results["backends"][BACKEND]["shapes"]:
+        rows = {row["config"]: row for row in entry["rows"]}
+        if forward.JIT not in forward.MODES[BACKEND]:
+            assert all("fusion_ops" not in row for row in rows.values())
+            continue
+        assert 2 <= rows[forward.FLOOR]["fusion_ops"] <= 8
+        assert all("fusion_ops" in row for row in rows.values())
+
+
+def test_forward_shape_option_parses_and_rejects():
+    # `--shape B,L,D,S`: four integers, B, L, D positive.
+    assert forward.parse_shape("8,4096,1024,0") == (8, 4096, 1024, 0)
+    with pytest.raises(Exception, match="expected B,L,D,S"):
+        forward.parse_shape("8,0,1024,0")
+
+
+@only_tensorflow
+@pytest.mark.slow
+def test_forward_peak_memory_of_the_floor_is_its_output():
+    # The memory method sees exactly the floor's output buffer (8 MiB).
+    shape = (8, 512, 512, 0)
+    peak = forward.peak_memory(shape, [forward.FLOOR])[forward.FLOOR]
+    output_mib = 8 * 512 * 512 * 4 / 2**20
+    assert output_mib <= peak <= output_mib + 0.5
+
+
+# -- precision.py ----------------------------------------------------------------
+
+
+def test_precision_errors_are_those_against_the_test_reference():
+    # The script's float32 error equals the one computed against the tests'
+    # own float64 formula, and is within the package's bound.
+    depth, window = 16, 32
+    results = precision.measure(depth, window, landmarks=(2**11, 2**20))
+    for end, row in results.items():
+        positions = np.arange(end - window, end)
+        want = reference(positions, depth)
+        got = precision.ours(positions, depth)
+        assert row[precision.OURS_FLOAT32] == pytest.approx(
+            np.abs(got - want).max(), abs=1e-12
+        )
+        assert row[precision.OURS_FLOAT32] <= TOL
+
+
+def test_precision_naive_rows_show_the_known_failures(precision_smoke):
+    # Naive float32 loses ~1 at 2**24; bfloat16 angles are off by ~2 at
+    # 2**11; float16 positions overflow above 65504 (NaN).
+    errors = precision_smoke["backends"][BACKEND]["errors"]
+    assert errors[str(2**24)][precision.NAIVE_FLOAT32] > 0.1
+    assert errors[str(2**11)][precision.COMPUTE_BFLOAT16] > 0.5
+    assert math.isnan(errors[str(2**16)][precision.COMPUTE_FLOAT16])
+
+
+def test_precision_16_bit_rows_are_one_rounding_of_exact(precision_smoke):
+    # Ours in bfloat16/float16 is within one rounding (half an ulp of 1).
+    errors = precision_smoke["backends"][BACKEND]["errors"]
+    for row in errors.values():
+        assert row[precision.OURS_BFLOAT16] <= 2**-9 + TOL
+        assert row[precision.OURS_FLOAT16] <= 2**-12 + TOL
+
+
+def test_precision_smoke_has_every_row_and_landmark(precision_smoke):
+    # The JSON holds a finite or NaN number per row constant and landmark.
+    section = precision_smoke["backends"][BACKEND]
+    assert list(section["errors"]) == [str(p) for p in precision.LANDMARKS]
+    for row in section["errors"].values():
+        assert set(row) == set(precision.LABELS)
+    assert section["machine"]["backend"] == BACKEND
+
+
+def test_precision_markdown_has_a_row_per_label():
+    # Header, rule, then one line per row constant, NaN spelled out.
+    results = {2**11: dict.fromkeys(precision.LABELS, 1e-7)}
+    results[2**11][precision.COMPUTE_FLOAT16] = float("nan")
+    table = precision.markdown(results, 32, 16)
+    assert table.count("\n") == 1 + len(precision.LABELS)
+    assert "| keras_posenc float32 | 1.0e-07 |" in table
+    assert "| compute-dtype float16 | NaN (overflow) |" in table
+
+
+# -- _common.py ------------------------------------------------------------------
+
+
+def test_write_results_keeps_other_backends(tmp_path):
+    # Each backend's section replaces its own and leaves the others.
+    path = str(tmp_path / "x.json")
+    common.write_results("x", {"jax": {"v": 1}}, path)
+    common.write_results("x", {"torch": {"v": 2}}, path)
+    common.write_results("x", {"jax": {"v": 3}}, path)
+    with open(path) as f:
+        assert json.load(f) == {
+            "benchmark": "x",
+            "backends": {"jax": {"v": 3}, "torch": {"v": 2}},
+        }
+
+
+def test_write_results_rounds_floats_to_four_digits(tmp_path):
+    # Results files stay small: 4 significant digits.
+    path = str(tmp_path / "x.json")
+    common.write_results("x", {"jax": {"t": 1.23456789, "n": [2.0 / 3]}}, path)
+    with open(path) as f:
+        assert json.load(f)["backends"]["jax"] == {"t": 1.235, "n": [0.6667]}
+
+
+def test_child_argv_drops_backend_and_output_options():
+    # A per-backend child gets the parent's options but its own backend/file.
+    argv = ["--all-backends", "--reps", "3", "--json", "a.json", "--backend=jax"]
+    assert common.child_argv(argv + ["--smoke"]) == ["--reps", "3", "--smoke"]
+
+
+def test_interleaved_times_calls_each_runner_warmup_plus_reps_times():
+    # Every runner gets `warmup` untimed calls, then one timed call per rep.
+    calls = {"a": 0, "b": 0}
+
+    def runner(key):
+        def run():
+            calls[key] += 1
+
+        return run
+
+    times = common.interleaved_times({k: runner(k) for k in calls}, reps=3, warmup=2)
+    assert calls == {"a": 5, "b": 5}
+    assert {k: (len(v["wall"]), len(v["cpu"])) for k, v in times.items()} == {
+        "a": (3, 3),
+        "b": (3, 3),
+    }
+
+
+def test_time_summary_ratios_are_of_medians_minimums_and_cpu():
+    # Ratios to the base: medians, minimums and CPU medians, each its own.
+    base = {"wall": [1.0, 2.0, 9.0], "cpu": [1.0, 1.0, 1.0]}
+    times = {"wall": [3.0, 4.0, 5.0], "cpu": [2.0, 2.0, 5.0]}
+    summary = common.time_summary(times, base)
+    assert summary["median_ms"] == 4000.0 and summary["max_ms"] == 5000.0
+    assert summary["ratio"] == 2.0
+    assert summary["min_ratio"] == 3.0
+    assert summary["cpu_ratio"] == 2.0
