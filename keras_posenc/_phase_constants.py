@@ -195,12 +195,15 @@ def phase_constants(turns, frequency, is_sin):
     sin, cos = sin[:, frequency], cos[:, frequency]
     fine_u = np.where(is_sin, sin, cos)
     fine_v = np.where(is_sin, cos, -sin)
+    # Row-major: torch keeps numpy strides, and column-major tables would make
+    # the engine's reshape copy the whole [L, C] result on every call.
+    contiguous = np.ascontiguousarray
     return PhaseConstants(
-        turn_hi=hi[:, frequency],
-        turn_mid=mid[:, frequency],
-        turn_lo=lo[:, frequency],
-        fine_u=fine_u.astype(np.float32),
-        fine_v=fine_v.astype(np.float32),
+        turn_hi=contiguous(hi[:, frequency]),
+        turn_mid=contiguous(mid[:, frequency]),
+        turn_lo=contiguous(lo[:, frequency]),
+        fine_u=contiguous(fine_u, np.float32),
+        fine_v=contiguous(fine_v, np.float32),
     )
 
 
