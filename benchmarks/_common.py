@@ -82,6 +82,22 @@ def child_argv(argv):
     return out
 
 
+def run_requested_backends(module, argv, args, current, merged_markdown):
+    """Runs `--all-backends` or another `--backend` in subprocesses.
+
+    Returns the sections written, or `None` when this process should
+    measure its own backend.
+    """
+    if not (args.all_backends or (args.backend or current) != current):
+        return None
+    backends = BACKENDS if args.all_backends else [args.backend]
+    sections = run_backends(module, argv, backends)
+    if len(sections) > 1:
+        print("\n## Every backend\n\n" + merged_markdown(sections))
+    print("\nwritten:", write_results(module, sections, args.json))
+    return sections
+
+
 def run_backends(module, argv, backends=BACKENDS):
     """Runs ``python -m benchmarks.<module>`` once per backend, in subprocesses.
 

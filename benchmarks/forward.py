@@ -464,12 +464,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child[0], *(int(v) for v in args.child[1:]))
-    if args.all_backends or (args.backend or BACKEND) != BACKEND:
-        backends = _common.BACKENDS if args.all_backends else [args.backend]
-        sections = _common.run_backends(NAME, argv, backends)
-        if len(sections) > 1:
-            print("\n## Every backend\n" + merged_markdown(sections))
-        print("\nwritten:", _common.write_results(NAME, sections, args.json))
+    sections = _common.run_requested_backends(
+        NAME, argv, args, BACKEND, merged_markdown
+    )
+    if sections is not None:
         return sections
     if args.torch_threads and BACKEND == "torch":
         import torch

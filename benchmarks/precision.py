@@ -171,12 +171,10 @@ def main(argv=None):
         help=f"also every position < 2**24 at depth {EXHAUSTIVE_DEPTH}",
     )
     args = parser.parse_args(argv)
-    if args.all_backends or (args.backend or BACKEND) != BACKEND:
-        backends = _common.BACKENDS if args.all_backends else [args.backend]
-        sections = _common.run_backends(NAME, argv, backends)
-        if len(sections) > 1:
-            print("\n## Every backend\n\n" + merged_markdown(sections))
-        print("\nwritten:", _common.write_results(NAME, sections, args.json))
+    sections = _common.run_requested_backends(
+        NAME, argv, args, BACKEND, merged_markdown
+    )
+    if sections is not None:
         return sections
     depth, window = (16, 32) if args.smoke else (args.depth, args.window)
     section = run(depth, window, args.exhaustive)
