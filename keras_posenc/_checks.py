@@ -6,112 +6,17 @@ name=value``. Integer arguments are checked against the int32 range before
 any cast, so no value ever wraps into a plausible wrong position.
 """
 
-import math
-import numbers
-import os
-
 import numpy as np
 from keras import backend, ops
 
 from keras_posenc import _backend
-
-LAYOUTS = ("interleaved", "concatenated")
-MODES = ("compute", "lookup")
-MERGES = ("add", "concat", None)
-OUT_OF_RANGE = ("error", "extend")
-
-# Positions are int32 end to end.
-POSITION_MIN = -(2**31)
-POSITION_LIMIT = 2**31
-# Widest encoding accepted: bounds the host-side constant work (~1 s).
-MAX_DEPTH = 2**16
-# Largest lookup table built without asking; raise it with this variable.
-TABLE_BYTES_VARIABLE = "KERAS_POSENC_MAX_TABLE_BYTES"
-DEFAULT_MAX_TABLE_BYTES = 2**30
-
-
-def invalid(name, expected, value):
-    if isinstance(value, np.generic):
-        value = value.item()  # `3`, not `np.int64(3)`
-    return ValueError(
-        f"Received an invalid value for `{name}`, expected {expected}. "
-        f"Received: {name}={value!r}"
-    )
-
-
-def is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def positive_int(name, value, limit=None):
-    if not is_int(value) or value <= 0 or (limit is not None and value > limit):
-        bound = "" if limit is None else f" <= {limit}"
-        raise invalid(name, f"a positive integer{bound}", value)
-    return int(value)
-
-
-def non_negative_int(name, value):
-    if not is_int(value) or value < 0:
-        raise invalid(name, "a non-negative integer", value)
-    return int(value)
-
-
-def depth(value, name="depth"):
-    return positive_int(name, value, MAX_DEPTH)
-
-
-def wavelength(value, name="max_wavelength"):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    try:
-        number = float(value) if ok else math.nan
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number) or number <= 0:
-        raise invalid(name, "a finite number > 0", value)
-    return number
-
-
-def choice(name, value, allowed):
-    # `in` would compare arrays elementwise: match strings and None only.
-    if not any(value is a or (isinstance(value, str) and value == a) for a in allowed):
-        raise invalid(name, f"one of {allowed}", value)
-    return value
-
-
-def boolean(name, value):
-    if not isinstance(value, bool):
-        raise invalid(name, "a bool", value)
-    return value
-
-
-def floating_dtype(value, name="dtype"):
-    try:
-        dtype = backend.standardize_dtype(value)
-    except (TypeError, ValueError):
-        dtype = None
-    if dtype is None or not backend.is_float_dtype(dtype):
-        raise invalid(name, "a floating dtype such as 'float32'", value)
-    return dtype
-
-
-def table_bytes(max_length, width, name="max_length"):
-    """Refuses a lookup table larger than the configured byte limit."""
-    setting = os.environ.get(TABLE_BYTES_VARIABLE, "")
-    try:
-        limit = int(setting) if setting.strip() else DEFAULT_MAX_TABLE_BYTES
-    except ValueError:
-        raise ValueError(
-            f"The environment variable {TABLE_BYTES_VARIABLE} must be a number "
-            f"of bytes. Received: {TABLE_BYTES_VARIABLE}={setting!r}"
-        ) from None
-    needed = (max_length + 1) * width * 4
-    if needed > limit:
-        raise invalid(
-            name,
-            f"a table of at most {limit} bytes (set {TABLE_BYTES_VARIABLE} to "
-            f"allow more); this one needs {needed} bytes at depth {width}",
-            max_length,
-        )
+from keras_posenc._arguments import (
+    POSITION_LIMIT,
+    POSITION_MIN,
+    check_depth,
+    invalid,
+    is_int,
+)
 
 
 def _echo(value):
@@ -295,12 +200,6 @@ def batch_size(value):
     return ops.maximum(tensor, 1), ok
 
 
-def sequence_axis(value):
-    if not is_int(value):
-        raise invalid("sequence_axis", "an int", value)
-    return int(value)
-
-
 def input_layout(shape, *, merge, depth_arg, axis):
     """Resolves the encoding width and the sequence axis from an input shape.
 
@@ -351,7 +250,7 @@ def input_layout(shape, *, merge, depth_arg, axis):
             f"feature axis is unknown or absent (shape {tuple(shape)})",
             None,
         )
-    return depth(width), normal
+    return check_depth(width), normal
 
 
 def floating_inputs(inputs, merge):

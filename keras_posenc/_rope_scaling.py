@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from keras_posenc import _checks
+from keras_posenc import _arguments
 from keras_posenc._phase_constants import PI
 
 ROPE_LAYOUTS = ("half", "interleaved")
@@ -52,7 +52,7 @@ _PRECISION = 50
 
 def _bad(value, expected, rope_type=None):
     where = "" if rope_type is None else f" for rope_type={rope_type!r}"
-    return _checks.invalid("rope_scaling", f"{expected}{where}", value)
+    return _arguments.invalid("rope_scaling", f"{expected}{where}", value)
 
 
 def _number(value, positive=True):
@@ -65,7 +65,7 @@ def _number(value, positive=True):
 def _plain(key, value, rope_type, given):
     """A config value as a plain JSON value, or a ValueError naming `key`."""
     if key in _INTEGER_KEYS:
-        if not _checks.is_int(value) or value <= 0:
+        if not _arguments.is_int(value) or value <= 0:
             raise _bad(given, f"{key!r} to be a positive integer", rope_type)
         return int(value)
     if key == "truncate":
@@ -238,9 +238,9 @@ def frequencies(rope_scaling, dim, max_wavelength):
     """
     params = rope_scaling or {"rope_type": "default"}
     if params["rope_type"] == "dynamic" and dim <= 2:
-        raise _checks.invalid("rotary_dim", "an even integer > 2 with dynamic", dim)
+        raise _arguments.invalid("rotary_dim", "an even integer > 2 with dynamic", dim)
     if params["rope_type"] == "yarn" and max_wavelength == 1:
-        raise _checks.invalid("max_wavelength", "a base other than 1 with yarn", 1.0)
+        raise _arguments.invalid("max_wavelength", "a base other than 1 with yarn", 1.0)
     with decimal.localcontext() as ctx:
         ctx.prec = _PRECISION
         inverse = _FREQUENCIES[params["rope_type"]](params, dim, _d(max_wavelength))
@@ -261,12 +261,12 @@ def hf_arguments(config, seq_len=None, layer_type=None):
         A dict with `max_wavelength`, `rope_scaling` and `rotary_dim`.
     """
     if not isinstance(config, dict):
-        raise _checks.invalid("config", "a dict (a config.json's content)", config)
+        raise _arguments.invalid("config", "a dict (a config.json's content)", config)
     params = config.get("rope_parameters") or config.get("rope_scaling") or {}
     if layer_type is not None or any(isinstance(v, dict) for v in params.values()):
         if layer_type not in params or not isinstance(params[layer_type], dict):
             nested = sorted(k for k, v in params.items() if isinstance(v, dict))
-            raise _checks.invalid("layer_type", f"one of {nested}", layer_type)
+            raise _arguments.invalid("layer_type", f"one of {nested}", layer_type)
         params = params[layer_type]
     params = dict(params)
     rope_type = params.pop("rope_type", params.pop("type", "default"))
@@ -277,7 +277,7 @@ def hf_arguments(config, seq_len=None, layer_type=None):
     if not head_dim:
         if not config.get("hidden_size") or not config.get("num_attention_heads"):
             expected = "a 'head_dim', or 'hidden_size' and 'num_attention_heads' key"
-            raise _checks.invalid("config", expected, sorted(config))
+            raise _arguments.invalid("config", expected, sorted(config))
         head_dim = config["hidden_size"] // config["num_attention_heads"]
     max_positions = config.get("max_position_embeddings")
     if rope_type == "dynamic":
@@ -310,15 +310,17 @@ def hf_arguments(config, seq_len=None, layer_type=None):
 
 
 def even_dim(value, name):
-    if not _checks.is_int(value) or value <= 0 or value % 2:
-        raise _checks.invalid(name, "a positive even integer", value)
+    if not _arguments.is_int(value) or value <= 0 or value % 2:
+        raise _arguments.invalid(name, "a positive even integer", value)
     return int(value)
 
 
 def _check_count(given, dim):
     if given is not None and len(given) != dim // 2:
         expected = f"rotary_dim / 2 = {dim // 2} values"
-        raise _checks.invalid("inverse_frequencies", expected, f"<{len(given)} values>")
+        raise _arguments.invalid(
+            "inverse_frequencies", expected, f"<{len(given)} values>"
+        )
 
 
 def _given_frequencies(value, rotary_dim):
@@ -329,7 +331,7 @@ def _given_frequencies(value, rotary_dim):
     ok = array.ndim == 1 and array.size and np.issubdtype(array.dtype, np.number)
     if not ok or not (np.isfinite(array).all() and (array >= 0).all()):
         expected = "a 1-D array of finite inverse frequencies >= 0"
-        raise _checks.invalid("inverse_frequencies", expected, array.tolist())
+        raise _arguments.invalid("inverse_frequencies", expected, array.tolist())
     given = tuple(float(w) for w in array)  # float32 values stay exact
     if rotary_dim is not None:
         _check_count(given, rotary_dim)
@@ -338,11 +340,11 @@ def _given_frequencies(value, rotary_dim):
 
 def options(max_wavelength, rope_scaling, rotary_dim, layout, inverse_frequencies):
     """The checked ``(max_wavelength, rope_scaling, rotary_dim, layout, given)``."""
-    max_wavelength = _checks.wavelength(max_wavelength)
+    max_wavelength = _arguments.check_wavelength(max_wavelength)
     rope_scaling = validate(rope_scaling)
     if rotary_dim is not None:
         rotary_dim = even_dim(rotary_dim, "rotary_dim")
-    layout = _checks.choice("layout", layout, ROPE_LAYOUTS)
+    layout = _arguments.check_choice("layout", layout, ROPE_LAYOUTS)
     given = _given_frequencies(inverse_frequencies, rotary_dim)
     return max_wavelength, rope_scaling, rotary_dim, layout, given
 
@@ -352,8 +354,8 @@ def axes_arguments(sequence_axis, feature_axis):
         ("sequence_axis", sequence_axis),
         ("feature_axis", feature_axis),
     ):
-        if not _checks.is_int(value):
-            raise _checks.invalid(name, "an int", value)
+        if not _arguments.is_int(value):
+            raise _arguments.invalid(name, "an int", value)
     return int(sequence_axis), int(feature_axis)
 
 
@@ -367,14 +369,14 @@ def input_layout(shape, sequence_axis, feature_axis, rotary_dim, given):
     ):
         if not (-rank <= axis < rank and axis % rank != 0 and axis % rank not in axes):
             expected = f"a distinct non-batch axis of inputs of shape {shape}"
-            raise _checks.invalid(name, expected, axis)
+            raise _arguments.invalid(name, expected, axis)
         axes.append(axis % rank)
     features = shape[axes[1]]
     dim = rotary_dim or features
-    if not _checks.is_int(features) or not _checks.is_int(dim) or dim % 2:
+    if not _arguments.is_int(features) or not _arguments.is_int(dim) or dim % 2:
         expected = "a known, even feature dimension (or an even `rotary_dim`)"
-        raise _checks.invalid("inputs", expected, f"<shape={shape}>")
+        raise _arguments.invalid("inputs", expected, f"<shape={shape}>")
     if dim > features:
-        raise _checks.invalid("rotary_dim", f"at most {features} features", dim)
+        raise _arguments.invalid("rotary_dim", f"at most {features} features", dim)
     _check_count(given, dim)
     return axes[0], axes[1], int(dim)

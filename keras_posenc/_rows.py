@@ -8,7 +8,7 @@ mask from `_checks` (`None` when every position was checked eagerly).
 
 from keras import ops
 
-from keras_posenc import _backend, _checks
+from keras_posenc import _arguments, _backend
 from keras_posenc._engine import nan_where_invalid
 
 
@@ -57,7 +57,7 @@ class LookupTable(ComputedRows):
         super().__init__(encoder)
         self.max_length = max_length
         self.out_of_range = out_of_range
-        _checks.table_bytes(max_length, encoder.width)
+        _arguments.check_table_bytes(max_length, encoder.width)
         with _backend.eager_scope():
             rows = encoder.rows(0, max_length)
             nan_row = ops.full((1, encoder.width), float("nan"), "float32")
@@ -73,7 +73,7 @@ class LookupTable(ComputedRows):
 
     def rows(self, start, length, ok=None):
         start_value = _backend.static_value(start)
-        if start_value is None or not _checks.is_int(length) or start_value.ndim:
+        if start_value is None or not _arguments.is_int(length) or start_value.ndim:
             positions = (
                 _tiled(start, length)
                 if len(start.shape) == 1

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from keras_posenc import _checks, _files
+from keras_posenc import _arguments, _files, _options
 
 PROG = "keras-posenc"
 DESCRIPTION = """\
@@ -125,20 +125,22 @@ def build_parser():
     export.add_argument("out", metavar="OUT", help="directory to create")
     export.add_argument(
         "--depth",
-        type=_integer(1, _checks.MAX_DEPTH),
+        type=_integer(1, _arguments.MAX_DEPTH),
         required=True,
-        help=f"width of the encoding, in [1, {_checks.MAX_DEPTH}]",
+        help=f"width of the encoding, in [1, {_arguments.MAX_DEPTH}]",
     )
-    export.add_argument("--mode", choices=_checks.MODES, default=_checks.MODES[0])
+    export.add_argument("--mode", choices=_options.MODES, default=_options.MODES[0])
     export.add_argument(
         "--max-length", type=_integer(1), help="table rows (needed by --mode lookup)"
     )
-    export.add_argument("--layout", choices=_checks.LAYOUTS, default=_checks.LAYOUTS[0])
+    export.add_argument(
+        "--layout", choices=_options.LAYOUTS, default=_options.LAYOUTS[0]
+    )
     export.add_argument("--max-wavelength", type=_positive_number, default=10000.0)
     export.add_argument(
         "--out-of-range",
-        choices=_checks.OUT_OF_RANGE,
-        default=_checks.OUT_OF_RANGE[0],
+        choices=_options.OUT_OF_RANGE,
+        default=_options.OUT_OF_RANGE[0],
         help="lookup mode: raise, or compute rows past the table",
     )
     export.add_argument(
@@ -161,14 +163,14 @@ def build_parser():
     )
     plot.add_argument(
         "--depth",
-        type=_integer(1, _checks.MAX_DEPTH),
+        type=_integer(1, _arguments.MAX_DEPTH),
         default=64,
         help="dimensions (default: 64)",
     )
     plot.add_argument(
         "--layout",
-        choices=_checks.LAYOUTS,
-        default=_checks.LAYOUTS[0],
+        choices=_options.LAYOUTS,
+        default=_options.LAYOUTS[0],
         help="heatmap column order",
     )
     plot.add_argument("--max-wavelength", type=_positive_number, default=10000.0)

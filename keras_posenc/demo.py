@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from keras_posenc import _checks, _files
+from keras_posenc import _arguments, _files
 
 SEQ_LEN = 16
 VOCAB = 10
@@ -316,10 +316,10 @@ def run(out_dir, seconds=6.0, overwrite=False, verbose=1):
 
     out_dir = _files.check_path(out_dir, "out_dir")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise _checks.invalid("seconds", "a finite number > 0", seconds)
+        raise _arguments.invalid("seconds", "a finite number > 0", seconds)
     if not np.isfinite(seconds) or seconds <= 0:
-        raise _checks.invalid("seconds", "a finite number > 0", seconds)
-    _checks.boolean("overwrite", overwrite)
+        raise _arguments.invalid("seconds", "a finite number > 0", seconds)
+    _arguments.check_bool("overwrite", overwrite)
     # Entering the context creates the staging directory: an unwritable
     # `out_dir` fails here, before any training.
     with _files.atomic_directory(out_dir, overwrite=overwrite, marker=MARKER) as stage:

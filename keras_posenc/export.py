@@ -10,8 +10,9 @@ replaced only with `overwrite=True` and only if it is a SavedModel.
 
 import os
 
-from keras_posenc import _backend, _checks, _engine, _files
+from keras_posenc import _arguments, _backend, _checks, _engine, _files
 from keras_posenc._keras import LEGACY, keras
+from keras_posenc._options import SinusoidalOptions
 from keras_posenc._rows import ComputedRows, LookupTable
 
 # Keras 3 writes a SavedModel from these backends (`model.export`).
@@ -100,7 +101,7 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
     [TensorShape([2, 5, 16])]
     """
     path = _files.check_path(path)
-    _checks.boolean("overwrite", overwrite)
+    _arguments.check_bool("overwrite", overwrite)
     _require_export_backend("export_saved_model")
     model = _as_model(model_or_layer)
     _files.refuse_to_replace(path, overwrite)
@@ -112,15 +113,17 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
     return path
 
 
-def _encoder_module(depth, mode, max_length, layout, max_wavelength, out_of_range):
+def _encoder_module(options):
     """A `tf.Module` with the two encoder signatures (TensorFlow backend)."""
     import tensorflow as tf
 
-    low = _checks.POSITION_MIN if mode == "compute" else 0
-    encoder = _engine.sinusoidal_encoder(depth, max_wavelength, layout)
+    low = options.lowest_position
+    encoder = _engine.sinusoidal_encoder(
+        options.depth, options.max_wavelength, options.layout
+    )
     rows = (
-        LookupTable(encoder, max_length, out_of_range)
-        if mode == "lookup"
+        LookupTable(encoder, options.max_length, options.out_of_range)
+        if options.mode == "lookup"
         else ComputedRows(encoder)
     )
 
@@ -202,21 +205,16 @@ def export_encoder(
     array([0.8415, 0.5403, 0.6816, 0.7318], dtype=float32)
     """
     path = _files.check_path(path)
-    _checks.boolean("overwrite", overwrite)
-    depth = _checks.depth(depth)
-    mode = _checks.choice("mode", mode, _checks.MODES)
-    layout = _checks.choice("layout", layout, _checks.LAYOUTS)
-    max_wavelength = _checks.wavelength(max_wavelength)
-    out_of_range = _checks.choice("out_of_range", out_of_range, _checks.OUT_OF_RANGE)
-    if mode == "lookup":
-        if max_length is None:
-            raise _checks.invalid(
-                "max_length", "a positive integer with mode='lookup'", None
-            )
-        max_length = _checks.positive_int("max_length", max_length, 2**31)
-        _checks.table_bytes(max_length, depth)
-    elif max_length is not None:
-        raise _checks.invalid("max_length", "None with mode='compute'", max_length)
+    _arguments.check_bool("overwrite", overwrite)
+    options = SinusoidalOptions(
+        max_wavelength=max_wavelength,
+        mode=mode,
+        max_length=max_length,
+        merge=None,
+        depth=_arguments.check_depth(depth),
+        layout=layout,
+        out_of_range=out_of_range,
+    )
     if _backend.NAME != "tensorflow":
         raise ValueError(
             "export_encoder builds TensorFlow ops and needs "
@@ -226,9 +224,7 @@ def export_encoder(
     _files.refuse_to_replace(path, overwrite)
     import tensorflow as tf
 
-    module = _encoder_module(
-        depth, mode, max_length, layout, max_wavelength, out_of_range
-    )
+    module = _encoder_module(options)
     signatures = {"serving_default": module.encode, "table": module.table}
     with _files.atomic_directory(path, overwrite=overwrite) as staging:
         tf.saved_model.save(module, staging, signatures=signatures)

@@ -4,8 +4,9 @@ import math
 
 from keras import ops
 
-from keras_posenc import _checks, _engine
+from keras_posenc import _arguments, _checks, _engine
 from keras_posenc._keras import keras, output_shape
+from keras_posenc._options import SinusoidalOptions
 from keras_posenc._rows import ComputedRows, LookupTable
 
 # Tensors with no dense sequence axis to place positions on: TF ragged and
@@ -17,7 +18,7 @@ _NOT_DENSE = ("RaggedTensor", "SparseTensor", "BCOO", "BCSR")
 def _check_dense(inputs):
     kind = type(inputs).__name__
     if kind in _NOT_DENSE or getattr(inputs, "is_sparse", False) is True:
-        raise _checks.invalid(
+        raise _arguments.invalid(
             "inputs",
             "a dense tensor (pad ragged sequences and densify sparse ones first)",
             f"<{kind} shape={tuple(inputs.shape)}>",
@@ -125,51 +126,23 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         sequence_axis=1,
         **kwargs,
     ):
-        max_wavelength = _checks.wavelength(max_wavelength)
-        mode = _checks.choice("mode", mode, _checks.MODES)
-        merge = _checks.choice("merge", merge, _checks.MERGES)
-        layout = _checks.choice("layout", layout, _checks.LAYOUTS)
-        out_of_range = _checks.choice(
-            "out_of_range", out_of_range, _checks.OUT_OF_RANGE
+        options = SinusoidalOptions(
+            max_wavelength=max_wavelength,
+            mode=mode,
+            max_length=max_length,
+            merge=merge,
+            depth=depth,
+            layout=layout,
+            scale_inputs=scale_inputs,
+            out_of_range=out_of_range,
+            sequence_axis=sequence_axis,
         )
-        scale_inputs = _checks.boolean("scale_inputs", scale_inputs)
-        sequence_axis = _checks.sequence_axis(sequence_axis)
-        if depth is not None:
-            depth = _checks.depth(depth)
-        if mode == "lookup":
-            if max_length is None:
-                raise _checks.invalid(
-                    "max_length", "a positive integer with mode='lookup'", None
-                )
-            max_length = _checks.positive_int("max_length", max_length, 2**31)
-            if depth is not None:
-                _checks.table_bytes(max_length, depth)
-        elif max_length is not None:
-            raise _checks.invalid(
-                "max_length",
-                "None with mode='compute' (it has no length limit; "
-                "use mode='lookup' for a table of max_length rows)",
-                max_length,
-            )
-        if merge == "concat" and depth is None:
-            raise _checks.invalid(
-                "depth", "a positive integer with merge='concat'", None
-            )
-        if scale_inputs and merge != "add":
-            raise _checks.invalid(
-                "scale_inputs", f"False unless merge='add' (merge={merge!r})", True
-            )
         super().__init__(**kwargs)
-        _checks.floating_dtype(self.compute_dtype, name="dtype")
-        self.max_wavelength = max_wavelength
-        self.mode = mode
-        self.max_length = max_length
-        self.merge = merge
-        self.depth = depth
-        self.layout = layout
-        self.scale_inputs = scale_inputs
-        self.out_of_range = out_of_range
-        self.sequence_axis = sequence_axis
+        _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
+        self._options = options
+        # The options as plain attributes (`layer.mode`, ...), for reading.
+        for name, value in options.to_config().items():
+            setattr(self, name, value)
         self.supports_masking = True
         self._rows = None
 
@@ -191,7 +164,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     def call(self, inputs, start_index=0, positions=None, mask=None):
         del mask  # passed through unchanged by `compute_mask`
         width, axis, length = self._read_inputs(inputs)
-        low = _checks.POSITION_MIN if self.mode == "compute" else 0
+        low = self._options.lowest_position
         if positions is None:
             start, ok = _checks.call_start(start_index, inputs, length, low)
             encoding = self._rows.rows(start, length, ok)
@@ -206,7 +179,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         _checks.floating_inputs(inputs, self.merge)
         width, axis = self._layout(inputs.shape)
         length = inputs.shape[axis]
-        if not _checks.is_int(length):
+        if not _arguments.is_int(length):
             length = ops.shape(inputs)[axis]  # unknown until run time
         return width, axis, length
 
@@ -248,17 +221,5 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "max_wavelength": self.max_wavelength,
-                "mode": self.mode,
-                "max_length": self.max_length,
-                "merge": self.merge,
-                "depth": self.depth,
-                "layout": self.layout,
-                "scale_inputs": self.scale_inputs,
-                "out_of_range": self.out_of_range,
-                "sequence_axis": self.sequence_axis,
-            }
-        )
+        config.update(self._options.to_config())
         return config

@@ -24,7 +24,7 @@ a picture, not a way to run out of memory.
 import numpy as np
 from keras import ops
 
-from keras_posenc import _checks, _files, _reference
+from keras_posenc import _arguments, _files, _options, _reference
 from keras_posenc.tables import frequencies, sinusoidal_table
 
 KINDS = ("heatmap", "wavelengths", "similarity", "similarity_matrix", "precision")
@@ -72,27 +72,30 @@ def check_size(kind, length, depth, *, window=None, flags=False):
     ...     print(str(error).split("would need ")[1])
     80000000000 bytes (74.5 GiB). Received: length=100000
     """
-    kind = _checks.choice("kind", kind, KINDS)
+    kind = _arguments.check_choice("kind", kind, KINDS)
     name = {"length": "length", "depth": "depth", "window": "window"}
     if flags:
         name = {k: f"--{k}" for k in name}
-    depth = _checks.depth(depth, name["depth"])
+    depth = _arguments.check_depth(depth, name["depth"])
     if kind == "wavelengths":
         return length, depth
     if kind == "precision":
-        rows, rows_name = _checks.positive_int(name["window"], window), name["window"]
+        rows, rows_name = (
+            _arguments.check_positive_int(name["window"], window),
+            name["window"],
+        )
     else:
-        length = rows = _checks.positive_int(name["length"], length)
+        length = rows = _arguments.check_positive_int(name["length"], length)
         rows_name = name["length"]
     if kind == "similarity_matrix" and rows > MAX_MATRIX_LENGTH:
-        raise _checks.invalid(
+        raise _arguments.invalid(
             rows_name,
             f"at most {MAX_MATRIX_LENGTH} positions for a similarity matrix: its "
             f"[{rows}, {rows}] float64 matrix would need {_gib(rows * rows * 8)}",
             rows,
         )
     if rows * depth > MAX_CELLS:
-        raise _checks.invalid(
+        raise _arguments.invalid(
             rows_name,
             f"at most {MAX_CELLS} cells ({rows_name} x {name['depth']}) for a "
             f"{kind} plot: {rows} x {depth} float64 cells would need "
@@ -128,7 +131,7 @@ def subplots(columns=1, *, width=7.0, height=4.0):
     >>> len(fig.axes)  # two panels and the matrix's colorbar
     3
     """
-    columns = _checks.positive_int("columns", columns)
+    columns = _arguments.check_positive_int("columns", columns)
     try:
         from matplotlib.figure import Figure
     except ImportError as error:
@@ -194,8 +197,8 @@ def heatmap(
     (64, 32)
     """
     length, depth = check_size("heatmap", length, depth)
-    layout = _checks.choice("layout", layout, _checks.LAYOUTS)
-    max_wavelength = _checks.wavelength(max_wavelength)
+    layout = _arguments.check_choice("layout", layout, _options.LAYOUTS)
+    max_wavelength = _arguments.check_wavelength(max_wavelength)
     table = _table64(length, depth, max_wavelength, layout)
     ax = _axes(ax)
     image = ax.imshow(
@@ -236,7 +239,7 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
     [6.28, 62.83, 628.32, 6283.19]
     """
     _, depth = check_size("wavelengths", None, depth)
-    max_wavelength = _checks.wavelength(max_wavelength)
+    max_wavelength = _arguments.check_wavelength(max_wavelength)
     waves = 2 * np.pi / frequencies(depth, max_wavelength)
     ax = _axes(ax)
     ax.semilogy(np.arange(len(waves)), waves, marker=".", linestyle="-")
@@ -282,12 +285,14 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=
     2.0
     """
     length, depth = check_size("similarity", length, depth)
-    max_wavelength = _checks.wavelength(max_wavelength)
+    max_wavelength = _arguments.check_wavelength(max_wavelength)
     origin = (
-        length // 2 if origin is None else _checks.non_negative_int("origin", origin)
+        length // 2
+        if origin is None
+        else _arguments.check_non_negative_int("origin", origin)
     )
     if origin >= length:
-        raise _checks.invalid("origin", f"a position < length ({length})", origin)
+        raise _arguments.invalid("origin", f"a position < length ({length})", origin)
     table = _table64(length, depth, max_wavelength)
     ax = _axes(ax)
     ax.plot(np.arange(length) - origin, table @ table[origin])
@@ -324,7 +329,7 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
     (16, 16)
     """
     length, depth = check_size("similarity_matrix", length, depth)
-    max_wavelength = _checks.wavelength(max_wavelength)
+    max_wavelength = _arguments.check_wavelength(max_wavelength)
     table = _table64(length, depth, max_wavelength)
     ax = _axes(ax, 5.0, 4.0)
     image = ax.imshow(table @ table.T, cmap="viridis", interpolation="nearest")
@@ -336,9 +341,9 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
 def _exponents(values):
     values = list(values)
     if not values or any(
-        not _checks.is_int(e) or not 1 <= e <= MAX_EXPONENT for e in values
+        not _arguments.is_int(e) or not 1 <= e <= MAX_EXPONENT for e in values
     ):
-        raise _checks.invalid(
+        raise _arguments.invalid(
             "exponents",
             f"a non-empty sequence of integers in [1, {MAX_EXPONENT}]",
             values,
@@ -386,7 +391,7 @@ def precision(
     True
     """
     _, depth = check_size("precision", None, depth, window=window)
-    max_wavelength = _checks.wavelength(max_wavelength)
+    max_wavelength = _arguments.check_wavelength(max_wavelength)
     exponents = _exponents(exponents)
     ends, ours, naive = [], [], []
     for e in exponents:
@@ -443,8 +448,8 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
     '/.../pe.png'
     """
     path = _files.check_path(path)
-    _checks.boolean("overwrite", overwrite)
-    dpi = _checks.positive_int("dpi", dpi)
+    _arguments.check_bool("overwrite", overwrite)
+    dpi = _arguments.check_positive_int("dpi", dpi)
     with _files.atomic_file(path, overwrite=overwrite) as staging:
         figure.savefig(staging, format="png", dpi=dpi)
     return path

@@ -6,7 +6,7 @@ import json
 import numpy as np
 from keras import backend, ops
 
-from keras_posenc import _backend, _checks, _rope_scaling
+from keras_posenc import _arguments, _backend, _checks, _rope_scaling
 from keras_posenc._engine import Encoder
 from keras_posenc._keras import keras, output_shape
 from keras_posenc._phase_constants import phase_constants, turns_of
@@ -123,7 +123,7 @@ def rotary_cos_sin(
         max_wavelength, rope_scaling, dim, layout, inverse_frequencies
     )
     values, ok = _checks.positions(
-        "positions", positions, low=_checks.POSITION_MIN, ranks=(0, 1, 2, 3)
+        "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
     rows, attention = _plan(json.dumps(scaling), wavelength, dim, given)
     return _tables(rows.at(values, ok), dim, attention, layout, signed=False)
@@ -207,7 +207,7 @@ class RotaryEmbedding(keras.layers.Layer):
         )
         axes = _rope_scaling.axes_arguments(sequence_axis, feature_axis)
         super().__init__(**kwargs)
-        _checks.floating_dtype(self.compute_dtype, name="dtype")
+        _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
         self.max_wavelength, scaling, self.rotary_dim, self.layout, given = options
         # Plain text and tuples: Keras would wrap a dict or list for tracking.
         self._scaling_json, self._given = json.dumps(scaling), given
@@ -250,14 +250,14 @@ class RotaryEmbedding(keras.layers.Layer):
     def call(self, inputs, start_index=0, positions=None):
         dtype = _backend.dtype_name(inputs)
         if not backend.is_float_dtype(dtype):
-            raise _checks.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
+            raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
         seq, feat, dim = self._layout(inputs.shape)
         x = inputs if feat == len(inputs.shape) - 1 else ops.moveaxis(inputs, feat, -1)
         seq -= int(feat < seq)
         options = (self._scaling_json, self.max_wavelength, dim, self._given)
         rows, attention = _plan(*options)
-        length = x.shape[seq] if _checks.is_int(x.shape[seq]) else ops.shape(x)[seq]
-        low = _checks.POSITION_MIN  # RoPE is defined for negative positions
+        length = x.shape[seq] if _arguments.is_int(x.shape[seq]) else ops.shape(x)[seq]
+        low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
         if positions is not None:
             positions, ok = _checks.call_positions(positions, x, seq, low)
             table = rows.at(positions, ok)

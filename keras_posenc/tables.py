@@ -9,16 +9,16 @@ exact ones at every position in ``[-2**31, 2**31)``.
 
 from keras import ops
 
-from keras_posenc import _backend, _checks, _engine
+from keras_posenc import _arguments, _backend, _checks, _engine, _options
 from keras_posenc._phase_constants import radians_of, sinusoidal_turns
 
 
-def _options(depth, max_wavelength, layout, dtype):
+def _checked_options(depth, max_wavelength, layout, dtype):
     return (
-        _checks.depth(depth),
-        _checks.wavelength(max_wavelength),
-        _checks.choice("layout", layout, _checks.LAYOUTS),
-        _checks.floating_dtype(dtype),
+        _arguments.check_depth(depth),
+        _arguments.check_wavelength(max_wavelength),
+        _arguments.check_choice("layout", layout, _options.LAYOUTS),
+        _arguments.check_floating_dtype(dtype),
     )
 
 
@@ -43,7 +43,10 @@ def frequencies(depth, max_wavelength=10000.0):
     >>> keras_posenc.frequencies(4)
     array([1.  , 0.01])
     """
-    depth, max_wavelength = _checks.depth(depth), _checks.wavelength(max_wavelength)
+    depth, max_wavelength = (
+        _arguments.check_depth(depth),
+        _arguments.check_wavelength(max_wavelength),
+    )
     return radians_of(sinusoidal_turns(depth, max_wavelength))
 
 
@@ -101,12 +104,12 @@ def sinusoidal_table(
     >>> np.asarray(table)[0]
     array([0., 1., 0., 1., 0., 1.], dtype=float32)
     """
-    depth, max_wavelength, layout, dtype = _options(
+    depth, max_wavelength, layout, dtype = _checked_options(
         depth, max_wavelength, layout, dtype
     )
     length, length_ok = _checks.length_and_ok(length)
     start, ok = _checks.range_start(
-        start_index, length, low=_checks.POSITION_MIN, ranks=(0,)
+        start_index, length, low=_arguments.POSITION_MIN, ranks=(0,)
     )
     rows = _engine.sinusoidal_encoder(depth, max_wavelength, layout).rows(start, length)
     return ops.cast(_engine.nan_where_invalid(rows, _checks.both(ok, length_ok)), dtype)

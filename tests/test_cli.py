@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from _helpers import BACKEND, LEGACY, TOL, reference
 
-from keras_posenc import _checks, cli, demo
+from keras_posenc import _options, cli, demo
 
 # Subprocess tests that do not depend on the pass's backend run once.
 tensorflow_pass = pytest.mark.skipif(
@@ -95,10 +95,10 @@ def test_choices_reuse_the_allowed_value_tuples():
         for action in command._actions
         if action.choices is not None
     }
-    assert choices[("export", "mode")] is _checks.MODES
-    assert choices[("export", "layout")] is _checks.LAYOUTS
-    assert choices[("export", "out_of_range")] is _checks.OUT_OF_RANGE
-    assert choices[("plot", "layout")] is _checks.LAYOUTS
+    assert choices[("export", "mode")] is _options.MODES
+    assert choices[("export", "layout")] is _options.LAYOUTS
+    assert choices[("export", "out_of_range")] is _options.OUT_OF_RANGE
+    assert choices[("plot", "layout")] is _options.LAYOUTS
 
 
 NUMBER = "expected a finite number > 0. Received: "

@@ -24,7 +24,7 @@ from _helpers import (
 from keras import ops
 
 import keras_posenc
-from keras_posenc import SinusoidalPositionEncoding, _checks, _phase_constants
+from keras_posenc import SinusoidalPositionEncoding, _arguments, _phase_constants
 
 only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
 needs_int64 = pytest.mark.skipif(
@@ -254,10 +254,10 @@ def test_widest_host_constants_are_computed_quickly():
     # 60 s with per-frequency decimal powers; bounded loosely (~2 s here).
     start = time.perf_counter()
     constants = _phase_constants.phase_constants(
-        _phase_constants.sinusoidal_turns(_checks.MAX_DEPTH, 1e-300),
-        *_phase_constants.sinusoidal_columns(_checks.MAX_DEPTH, "interleaved"),
+        _phase_constants.sinusoidal_turns(_arguments.MAX_DEPTH, 1e-300),
+        *_phase_constants.sinusoidal_columns(_arguments.MAX_DEPTH, "interleaved"),
     )
-    assert constants.width == _checks.MAX_DEPTH
+    assert constants.width == _arguments.MAX_DEPTH
     assert time.perf_counter() - start < 20.0
 
 
@@ -381,12 +381,12 @@ def test_huge_lookup_table_is_refused_at_build():
 def test_table_byte_limit_is_set_by_the_environment(monkeypatch):
     # KERAS_POSENC_MAX_TABLE_BYTES moves the limit: (max_length + 1) rows of
     # `depth` float32 values (the extra row is the NaN row).
-    monkeypatch.setenv(_checks.TABLE_BYTES_VARIABLE, str(65 * 8 * 4))
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(65 * 8 * 4))
     layer = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
     assert layer.max_length == 64
     with pytest.raises(ValueError, match=TABLE_MESSAGE):
         SinusoidalPositionEncoding(mode="lookup", max_length=65, depth=8)
-    monkeypatch.setenv(_checks.TABLE_BYTES_VARIABLE, str(66 * 8 * 4))
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(66 * 8 * 4))
     layer = SinusoidalPositionEncoding(
         mode="lookup", max_length=65, depth=8, merge=None
     )
@@ -395,10 +395,14 @@ def test_table_byte_limit_is_set_by_the_environment(monkeypatch):
     np.testing.assert_allclose(to_numpy(got)[0, 60:], want, rtol=0, atol=TOL)
 
 
-def test_bad_table_byte_limit_setting_is_a_clear_error(monkeypatch):
-    # A value that is not a number of bytes names the variable.
-    monkeypatch.setenv(_checks.TABLE_BYTES_VARIABLE, "1GB")
-    with pytest.raises(ValueError, match=r"KERAS_POSENC_MAX_TABLE_BYTES.*'1GB'"):
+@pytest.mark.parametrize("setting", ["1GB", "-1", "-4096"])
+def test_bad_table_byte_limit_setting_is_a_clear_error(monkeypatch, setting):
+    # A value that is not a byte count (a negative one would refuse every
+    # table) names the variable and echoes the setting.
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, setting)
+    with pytest.raises(
+        ValueError, match=rf"KERAS_POSENC_MAX_TABLE_BYTES must be.*='{setting}'"
+    ):
         SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
 
 

@@ -1,0 +1,128 @@
+"""Checks of plain arguments (numbers, names, dtypes), with Keras-style messages.
+
+Every check is a verb that returns the normalised value or raises
+``Received an invalid value for `name`, expected ... Received: name=value``,
+as Keras's own layers do, so a bad argument is refused where it is given
+(constructor, then `build`), before any work. Tensors and positions are
+parsed in `_positions`.
+"""
+
+import math
+import numbers
+import os
+
+import numpy as np
+from keras import backend
+
+# Positions are int32 end to end.
+POSITION_MIN = -(2**31)
+POSITION_LIMIT = 2**31
+# Widest encoding accepted: bounds the host-side constant work (~1 s).
+MAX_DEPTH = 2**16
+# Largest lookup table built without asking; raise it with this variable.
+TABLE_BYTES_VARIABLE = "KERAS_POSENC_MAX_TABLE_BYTES"
+DEFAULT_MAX_TABLE_BYTES = 2**30
+
+
+def invalid(name, expected, value):
+    """The `ValueError` for argument `name`: what was expected, what came."""
+    if isinstance(value, np.generic):
+        value = value.item()  # `3`, not `np.int64(3)`
+    return ValueError(
+        f"Received an invalid value for `{name}`, expected {expected}. "
+        f"Received: {name}={value!r}"
+    )
+
+
+def is_int(value):
+    """Whether `value` is a Python or numpy integer (not a bool)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_positive_int(name, value, limit=None):
+    if not is_int(value) or value <= 0 or (limit is not None and value > limit):
+        bound = "" if limit is None else f" <= {limit}"
+        raise invalid(name, f"a positive integer{bound}", value)
+    return int(value)
+
+
+def check_non_negative_int(name, value):
+    if not is_int(value) or value < 0:
+        raise invalid(name, "a non-negative integer", value)
+    return int(value)
+
+
+def check_depth(value, name="depth"):
+    return check_positive_int(name, value, MAX_DEPTH)
+
+
+def check_wavelength(value, name="max_wavelength"):
+    """A finite float > 0 (Python, numpy, or an int too large for a float)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    try:
+        number = float(value) if ok else math.nan
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or number <= 0:
+        raise invalid(name, "a finite number > 0", value)
+    return number
+
+
+def check_choice(name, value, allowed):
+    # `in` would compare arrays elementwise: match strings and None only.
+    if not any(value is a or (isinstance(value, str) and value == a) for a in allowed):
+        raise invalid(name, f"one of {allowed}", value)
+    return value
+
+
+def check_bool(name, value):
+    if not isinstance(value, bool):
+        raise invalid(name, "a bool", value)
+    return value
+
+
+def check_int(name, value):
+    if not is_int(value):
+        raise invalid(name, "an int", value)
+    return int(value)
+
+
+def check_floating_dtype(value, name="dtype"):
+    try:
+        dtype = backend.standardize_dtype(value)
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or not backend.is_float_dtype(dtype):
+        raise invalid(name, "a floating dtype such as 'float32'", value)
+    return dtype
+
+
+def max_table_bytes():
+    """The lookup-table limit: `KERAS_POSENC_MAX_TABLE_BYTES`, else 1 GiB."""
+    setting = os.environ.get(TABLE_BYTES_VARIABLE, "").strip()
+    if not setting:
+        return DEFAULT_MAX_TABLE_BYTES
+    try:
+        limit = int(setting)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ValueError(
+            f"The environment variable {TABLE_BYTES_VARIABLE} must be a "
+            f"non-negative number of bytes. Received: {TABLE_BYTES_VARIABLE}="
+            f"{setting!r}"
+        )
+    return limit
+
+
+def check_table_bytes(max_length, width, name="max_length"):
+    """Refuses a lookup table larger than `max_table_bytes()`."""
+    limit = max_table_bytes()
+    needed = (max_length + 1) * width * 4
+    if needed > limit:
+        raise invalid(
+            name,
+            f"a table of at most {limit} bytes (set {TABLE_BYTES_VARIABLE} to "
+            f"allow more); this one needs {needed} bytes at depth {width}",
+            max_length,
+        )
