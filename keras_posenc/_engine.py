@@ -35,7 +35,9 @@ from keras_posenc._phase_constants import (
     FINE_ROWS,
     TURN_TABLE,
     PhaseConstants,
+    phase_constants,
     sinusoidal_constants,
+    turns_of,
 )
 
 _TWO_PI = 2.0 * np.pi
@@ -162,6 +164,21 @@ class Encoder:
 def sinusoidal_encoder(depth, max_wavelength, layout):
     """The cached `Encoder` of the sinusoidal table for one option set."""
     return Encoder(sinusoidal_constants(depth, max_wavelength, layout))
+
+
+@functools.lru_cache(maxsize=64)
+def rotary_encoder(inverse_frequencies):
+    """The cached `Encoder` of RoPE rows ``[sin | cos]`` (``2 n`` columns).
+
+    Args:
+        inverse_frequencies: tuple of ``n`` floats, radians per position,
+            each taken as the exact binary number it is.
+    """
+    n = len(inverse_frequencies)
+    turns = turns_of(np.array(inverse_frequencies, np.float64))
+    return Encoder(
+        phase_constants(turns, np.tile(np.arange(n), 2), np.arange(2 * n) < n)
+    )
 
 
 def nan_where_invalid(rows, ok):

@@ -3,13 +3,10 @@
 import functools
 import json
 
-import numpy as np
 from keras import backend, ops
 
-from keras_posenc import _arguments, _backend, _checks, _rope_scaling
-from keras_posenc._engine import Encoder
+from keras_posenc import _arguments, _backend, _checks, _engine, _rope_scaling
 from keras_posenc._keras import keras, output_shape
-from keras_posenc._phase_constants import phase_constants, turns_of
 from keras_posenc._rows import ComputedRows
 
 
@@ -22,12 +19,8 @@ def _plan(scaling_json, max_wavelength, dim, given):
     return _row_source(given), _rope_scaling.attention_factor(scaling)
 
 
-@functools.lru_cache(maxsize=64)
 def _row_source(frequencies):
-    n = len(frequencies)
-    turns = turns_of(np.array(frequencies, np.float64))
-    consts = phase_constants(turns, np.tile(np.arange(n), 2), np.arange(2 * n) < n)
-    return ComputedRows(Encoder(consts))
+    return ComputedRows(_engine.rotary_encoder(frequencies))
 
 
 def _tables(rows, dim, attention, layout, signed):
