@@ -17,6 +17,9 @@ from keras import backend
 # Positions are int32 end to end.
 POSITION_MIN = -(2**31)
 POSITION_LIMIT = 2**31
+# Most rows in one call or table: the engine's coarse rows (multiples of 64,
+# plus one block for any offset) must stay int32 positions.
+MAX_LENGTH = POSITION_LIMIT - 128
 # Widest encoding accepted: bounds the host-side constant work (~1 s).
 MAX_DEPTH = 2**16
 # Largest lookup table built without asking; raise it with this variable.

@@ -151,11 +151,33 @@ def in_graph():
     return False
 
 
-def graph_assert(condition, message, *data):
-    """A TF graph assertion (compiled out under XLA, hence the NaN rows)."""
-    import tensorflow as tf
+def guard(x, checks):
+    """`x` under the one failure policy for checks that run with the graph.
 
-    tf.debugging.Assert(condition, [message, *data])
+    Values known before running were checked (and raised) when parsed; what
+    reaches here are conditions on traced values. In a TF graph each one is
+    an assertion (`InvalidArgumentError` with its message). Where assertions
+    cannot run (XLA, `jax.jit`, `torch.compile`), and as a second line in TF
+    graphs, the entries of `x` where a condition fails are NaN: an invalid
+    position never gives a plausible row.
+
+    Args:
+        x: float tensor.
+        checks: ``(ok, message)`` pairs; `ok` a boolean tensor whose shape is
+            a prefix of `x`'s (broadcast over the trailing axes).
+    """
+    if not checks:
+        return x
+    ok = None
+    for condition, message in checks:
+        if in_graph():
+            import tensorflow as tf
+
+            tf.debugging.Assert(ops.all(condition), [message])
+        ok = condition if ok is None else ops.logical_and(ok, condition)
+    extra = len(x.shape) - len(ok.shape)
+    ok = ops.reshape(ok, (*ops.shape(ok), *([1] * extra)))
+    return ops.where(ok, x, float("nan"))
 
 
 def dtype_name(x):

@@ -179,17 +179,3 @@ def rotary_encoder(inverse_frequencies):
     return Encoder(
         phase_constants(turns, np.tile(np.arange(n), 2), np.arange(2 * n) < n)
     )
-
-
-def nan_where_invalid(rows, ok):
-    """NaN rows where `ok` is False (positions that cannot be encoded).
-
-    `ok` is `None` (every position was checked eagerly) or a boolean tensor
-    of the positions' shape; it only matters where assertions cannot run
-    (XLA, `jax.jit`): a wrong position then never gives a plausible row.
-    """
-    if ok is None:
-        return rows
-    extra = len(rows.shape) - len(ok.shape)
-    ok = ops.reshape(ok, (*ops.shape(ok), *([1] * extra)))
-    return ops.where(ok, rows, float("nan"))

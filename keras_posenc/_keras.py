@@ -25,6 +25,8 @@ if LEGACY:
     import tf_keras as keras
 else:
     keras = keras3
+    # Keras keeps a tensor's padding mask on the tensor; a cast would drop it.
+    from keras.src.backend import get_keras_mask, set_keras_mask
 
 
 def output_shape(dims):
@@ -36,4 +38,30 @@ def output_shape(dims):
     return tuple(dims)
 
 
-__all__ = ["LEGACY", "keras", "output_shape"]
+class PositionLayer(keras.layers.Layer):
+    """A layer whose position arguments reach `call` exactly as given.
+
+    Keras 3 converts every array argument of a call into a backend tensor
+    before `call`; on JAX (32-bit by default) that turns an int64
+    `start_index` of 2**32 + 3 into 3 before any check can see it. Here
+    only `inputs` are converted (and autocast) as Keras would; `start_index`
+    and `positions` are parsed by the layer from what the caller gave.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        if not LEGACY:
+            self._convert_input_args = False
+
+    def __call__(self, inputs, *args, **kwargs):
+        if not LEGACY:
+            mask = get_keras_mask(inputs)
+            inputs = self.dtype_policy.convert_input(
+                inputs, self.autocast, self.input_dtype
+            )
+            if mask is not None:
+                set_keras_mask(inputs, mask)
+        return super().__call__(inputs, *args, **kwargs)
+
+
+__all__ = ["LEGACY", "PositionLayer", "keras", "output_shape"]

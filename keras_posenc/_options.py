@@ -8,6 +8,8 @@ options (allowed values, cross-checks such as `max_length` with
 
 import dataclasses
 
+from keras import backend
+
 from keras_posenc import _arguments
 from keras_posenc._arguments import invalid
 
@@ -78,7 +80,7 @@ class SinusoidalOptions:
         if self.max_length is None:
             raise invalid("max_length", "a positive integer with mode='lookup'", None)
         max_length = _arguments.check_positive_int(
-            "max_length", self.max_length, _arguments.POSITION_LIMIT
+            "max_length", self.max_length, _arguments.MAX_LENGTH
         )
         normalise("max_length", max_length)
         if self.depth is not None:
@@ -88,6 +90,63 @@ class SinusoidalOptions:
     def lowest_position(self):
         """Compute mode encodes any int32 position; a table starts at 0."""
         return _arguments.POSITION_MIN if self.mode == "compute" else 0
+
+    def input_layout(self, shape):
+        """``(depth, sequence axis)`` for inputs of `shape` (a tuple).
+
+        The encoding's width is `depth`, else the inputs' feature size;
+        the sequence axis is normalised to a non-negative int.
+        """
+        if shape is None:
+            raise invalid("inputs", "a known rank", shape)
+        # Symbolic dimensions (jax2tf export) count as unknown.
+        shape = tuple(int(d) if _arguments.is_int(d) else None for d in shape)
+        id_input = self.merge is None and len(shape) == 2
+        if len(shape) < 3 and not id_input:
+            expected = (
+                "rank >= 3 (batch, ..., features), or rank 2 (batch, length) "
+                "token ids with merge=None"
+            )
+            raise invalid("inputs", expected, f"<shape={shape}>")
+        feature_rank = len(shape) + 1 if id_input else len(shape)
+        axis = self.sequence_axis
+        axis = axis + feature_rank if axis < 0 else axis
+        if not 1 <= axis <= feature_rank - 2:
+            raise invalid(
+                "sequence_axis",
+                f"an axis between the batch axis (0) and the feature axis "
+                f"({feature_rank - 1}) of inputs of shape {shape}",
+                self.sequence_axis,
+            )
+        return self._width(None if id_input else shape[-1], shape), axis
+
+    def _width(self, features, shape):
+        if self.merge == "add" and self.depth is not None:
+            if features not in (None, self.depth):
+                expected = (
+                    f"the last dimension of `inputs` ({features}) with merge='add'"
+                )
+                raise invalid("depth", expected, self.depth)
+        width = self.depth
+        if width is None and self.merge != "concat":
+            width = features
+        if width is None:
+            raise invalid(
+                "depth",
+                "a positive integer: it cannot be inferred from inputs whose "
+                f"feature axis is unknown or absent (shape {shape})",
+                None,
+            )
+        return _arguments.check_depth(width)
+
+    def check_inputs_dtype(self, dtype):
+        """Refuses integer inputs unless the encoding is returned alone."""
+        if self.merge is not None and not backend.is_float_dtype(dtype):
+            raise invalid(
+                "inputs",
+                f"a floating tensor with merge={self.merge!r}",
+                f"<tensor dtype={dtype}>",
+            )
 
     def to_config(self):
         """The options as the plain JSON dict of a layer config."""

@@ -1,20 +1,18 @@
 """Where a layer's rows come from: computed per call, or a lookup table.
 
-Both sources answer the same two questions, `rows(start, length, ok)` for
-contiguous positions and `at(positions, ok)` for explicit ones, with the
-same bits (the table is built by the same engine). `ok` is the validity
-mask from `_checks` (`None` when every position was checked eagerly).
+A row source is called with one `_positions.Positions` and returns the
+float32 rows: ``[length, C]`` for a shared span, ``[B, length, C]`` for one
+start per example, ``values.shape + [C]`` for explicit positions. Both
+sources give the same bits (the table is built by the same engine), and
+both end with `Positions.guard`, the one failure policy for run-time
+checks.
 """
+
+import dataclasses
 
 from keras import ops
 
-from keras_posenc import _arguments, _backend
-from keras_posenc._engine import nan_where_invalid
-
-
-def _tiled(start, length):
-    """Per-example offsets ``[B]`` as batch-tiled positions ``[B, length]``."""
-    return start[:, None] + ops.arange(length, dtype="int32")[None, :]
+from keras_posenc import _arguments, _backend, _engine
 
 
 class ComputedRows:
@@ -27,41 +25,34 @@ class ComputedRows:
     def __init__(self, encoder):
         self.encoder = encoder
 
-    def rows(self, start, length, ok=None):
-        """``[length, C]`` for a scalar `start`, ``[B, length, C]`` for ``[B]``."""
-        if len(start.shape) == 1:
-            return self.at(_tiled(start, length), None if ok is None else ok[:, None])
-        return nan_where_invalid(self.encoder.rows(start, length), ok)
-
-    def at(self, positions, ok=None):
-        """``positions.shape + [C]`` for int32 `positions`."""
-        return nan_where_invalid(self.encoder.at(positions), ok)
+    def __call__(self, positions):
+        if positions.is_span and not positions.batched_span:
+            rows = self.encoder.rows(positions.start, positions.length)
+        else:
+            rows = self.encoder.at(positions.as_values())
+        return positions.guard(rows)
 
 
-class LookupTable(ComputedRows):
+class LookupTable:
     """`max_length` rows built once, read by slicing or gathering.
 
     A position outside ``[0, max_length)`` is never a silently wrong row:
-    with ``out_of_range="error"`` it raises (eagerly, at trace time when
-    static, as a TF graph assertion otherwise) and, where assertions cannot
-    run (XLA, `jax.jit`), reads an extra NaN row; with ``"extend"`` the
-    exact rows are computed instead.
+    with a `fallback` source its rows are computed there (exact); without
+    one it raises (eagerly, or at trace time when known) or fails the
+    run-time guard (a graph assertion; NaN rows under XLA and `jax.jit`).
 
     Args:
-        encoder: an `_engine.Encoder`.
+        encoder: an `_engine.Encoder` (builds the table).
         max_length: int. Rows of the table.
-        out_of_range: `"error"` or `"extend"`.
+        fallback: a row source for positions outside the table, or `None`.
     """
 
-    def __init__(self, encoder, max_length, out_of_range):
-        super().__init__(encoder)
-        self.max_length = max_length
-        self.out_of_range = out_of_range
+    def __init__(self, encoder, max_length, fallback=None):
         _arguments.check_table_bytes(max_length, encoder.width)
+        self.max_length = max_length
+        self.fallback = fallback
         with _backend.eager_scope():
-            rows = encoder.rows(0, max_length)
-            nan_row = ops.full((1, encoder.width), float("nan"), "float32")
-            self.table = ops.concatenate([rows, nan_row], axis=0)
+            self.table = encoder.rows(ops.convert_to_tensor(0, "int32"), max_length)
 
     def message(self, position):
         return (
@@ -71,57 +62,55 @@ class LookupTable(ComputedRows):
             "or mode='compute'."
         )
 
-    def rows(self, start, length, ok=None):
-        start_value = _backend.static_value(start)
-        if start_value is None or not _arguments.is_int(length) or start_value.ndim:
-            positions = (
-                _tiled(start, length)
-                if len(start.shape) == 1
-                else start + ops.arange(length, dtype="int32")
-            )
-            return self.at(
-                positions, ok if ok is None or len(start.shape) == 0 else ok[:, None]
-            )
-        first, end = int(start_value), int(start_value) + length
-        if length and (first < 0 or end > self.max_length):
-            bad = first if first < 0 else end - 1
-            return self._outside(bad, lambda: self.encoder.rows(start, length))
-        return ops.slice(self.table, (first, 0), (length, self.encoder.width))
-
-    def at(self, positions, ok=None):
-        value = _backend.static_value(positions)
-        if value is not None:
-            outside = value[(value < 0) | (value >= self.max_length)]
+    def __call__(self, positions):
+        known_range = positions.known_range
+        if known_range is not None:
+            first, end = known_range
+            if first < end and (first < 0 or end > self.max_length):
+                return self._outside(first if first < 0 else end - 1, positions)
+            rows = ops.slice(self.table, (first, 0), (end - first, self.table.shape[1]))
+            return positions.guard(rows)
+        values = positions.as_values()
+        known = positions.known_values()
+        if known is not None:
+            outside = known[(known < 0) | (known >= self.max_length)]
             if outside.size:
-                return self._outside(
-                    int(outside.flat[0]), lambda: self.encoder.at(positions)
-                )
-            return ops.take(self.table, positions, axis=0)
+                return self._outside(int(outside.flat[0]), positions)
+            return positions.guard(ops.take(self.table, values, axis=0))
         inside = ops.logical_and(
-            ops.greater_equal(positions, 0), ops.less(positions, self.max_length)
+            ops.greater_equal(values, 0), ops.less(values, self.max_length)
         )
-        if self.out_of_range == "extend":
+        if self.fallback is not None:
             rows = ops.cond(
                 ops.all(inside),
-                lambda: ops.take(self.table, positions, axis=0),
-                lambda: self.encoder.at(positions),
+                lambda: ops.take(self.table, values, axis=0),
+                lambda: self.fallback(dataclasses.replace(positions, checks=())),
             )
-            return nan_where_invalid(rows, ok)
-        if _backend.in_graph():
-            _backend.graph_assert(
-                ops.all(inside),
-                self.message("<runtime>"),
-                "largest position:",
-                ops.max(positions),
-            )
-        valid = inside if ok is None else ops.logical_and(inside, ok)
-        safe = ops.where(valid, positions, self.max_length)
-        return ops.take(self.table, safe, axis=0)
+            return positions.guard(rows)
+        # The call's own checks first: their message names the argument.
+        rows = positions.guard(
+            ops.take(self.table, ops.where(inside, values, 0), axis=0)
+        )
+        return _backend.guard(rows, [(inside, self.message("<runtime>"))])
 
-    def _outside(self, position, compute):
-        if self.out_of_range == "error":
+    def _outside(self, position, positions):
+        if self.fallback is None:
             raise ValueError(self.message(position))
-        return compute()
+        return self.fallback(positions)
 
 
-__all__ = ["ComputedRows", "LookupTable"]
+def sinusoidal_rows(options, width):
+    """The row source of a sinusoidal encoding of `width` columns.
+
+    Args:
+        options: a `SinusoidalOptions`.
+        width: int. The encoding's width (`options.depth`, or the inputs').
+    """
+    encoder = _engine.sinusoidal_encoder(width, options.max_wavelength, options.layout)
+    if options.mode == "compute":
+        return ComputedRows(encoder)
+    extend = ComputedRows(encoder) if options.out_of_range == "extend" else None
+    return LookupTable(encoder, options.max_length, extend)
+
+
+__all__ = ["ComputedRows", "LookupTable", "sinusoidal_rows"]

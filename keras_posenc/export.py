@@ -10,10 +10,10 @@ replaced only with `overwrite=True` and only if it is a SavedModel.
 
 import os
 
-from keras_posenc import _arguments, _backend, _checks, _engine, _files
+from keras_posenc import _arguments, _backend, _files, _positions
 from keras_posenc._keras import LEGACY, keras
 from keras_posenc._options import SinusoidalOptions
-from keras_posenc._rows import ComputedRows, LookupTable
+from keras_posenc._rows import sinusoidal_rows
 
 # Keras 3 writes a SavedModel from these backends (`model.export`).
 EXPORT_BACKENDS = ("tensorflow", "jax")
@@ -118,14 +118,7 @@ def _encoder_module(options):
     import tensorflow as tf
 
     low = options.lowest_position
-    encoder = _engine.sinusoidal_encoder(
-        options.depth, options.max_wavelength, options.layout
-    )
-    rows = (
-        LookupTable(encoder, options.max_length, options.out_of_range)
-        if options.mode == "lookup"
-        else ComputedRows(encoder)
-    )
+    rows = sinusoidal_rows(options, options.depth)
 
     # autograph=False: plain Python control flow only; autograph would
     # re-read (and could mis-convert) the source of every helper called.
@@ -135,10 +128,8 @@ def _encoder_module(options):
             autograph=False,
         )
         def encode(self, positions):
-            positions, ok = _checks.positions(
-                "positions", positions, low=low, ranks=(2,)
-            )
-            return {"encoding": rows.at(positions, ok)}
+            parsed = _positions.explicit("positions", positions, low=low, ranks=(2,))
+            return {"encoding": rows(parsed)}
 
         @tf.function(
             input_signature=[
@@ -148,9 +139,11 @@ def _encoder_module(options):
             autograph=False,
         )
         def table(self, length, start_index):
-            length = _checks.length_of(length)
-            start, ok = _checks.range_start(start_index, length, low=low)
-            return {"encoding": rows.rows(start, length, ok)}
+            length, checks = _positions.size("length", length, low=0)
+            parsed = _positions.span(
+                start_index, length, low=low, ranks=(0,), length_checks=checks
+            )
+            return {"encoding": rows(parsed)}
 
     return EncoderModule(name="sinusoidal_encoder")
 

@@ -4,10 +4,10 @@ import math
 
 from keras import ops
 
-from keras_posenc import _arguments, _checks, _engine
-from keras_posenc._keras import keras, output_shape
+from keras_posenc import _arguments, _backend, _positions
+from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._options import SinusoidalOptions
-from keras_posenc._rows import ComputedRows, LookupTable
+from keras_posenc._rows import sinusoidal_rows
 
 # Tensors with no dense sequence axis to place positions on: TF ragged and
 # sparse, JAX sparse (matched by name, as Keras's own data adapters do, so
@@ -26,7 +26,7 @@ def _check_dense(inputs):
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
-class SinusoidalPositionEncoding(keras.layers.Layer):
+class SinusoidalPositionEncoding(PositionLayer):
     """Sinusoidal position encoding, exact to float32 rounding.
 
     The fixed encoding of Vaswani et al., "Attention Is All You Need"
@@ -148,40 +148,22 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
 
     def _layout(self, input_shape):
         shape = None if input_shape is None else tuple(input_shape)
-        return _checks.input_layout(
-            shape, merge=self.merge, depth_arg=self.depth, axis=self.sequence_axis
-        )
+        return self._options.input_layout(shape)
 
     def build(self, input_shape):
         width, _ = self._layout(input_shape)
-        encoder = _engine.sinusoidal_encoder(width, self.max_wavelength, self.layout)
-        if self.mode == "lookup":
-            self._rows = LookupTable(encoder, self.max_length, self.out_of_range)
-        else:
-            self._rows = ComputedRows(encoder)
+        self._rows = sinusoidal_rows(self._options, width)
         super().build(input_shape)
 
     def call(self, inputs, start_index=0, positions=None, mask=None):
         del mask  # passed through unchanged by `compute_mask`
-        width, axis, length = self._read_inputs(inputs)
-        low = self._options.lowest_position
-        if positions is None:
-            start, ok = _checks.call_start(start_index, inputs, length, low)
-            encoding = self._rows.rows(start, length, ok)
-        else:
-            positions, ok = _checks.call_positions(positions, inputs, axis, low)
-            encoding = self._rows.at(positions, ok)
-        return self._merge(inputs, encoding, width, axis)
-
-    def _read_inputs(self, inputs):
-        """Checks `inputs`; returns the encoding width, sequence axis, length."""
         _check_dense(inputs)
-        _checks.floating_inputs(inputs, self.merge)
+        self._options.check_inputs_dtype(_backend.dtype_name(inputs))
         width, axis = self._layout(inputs.shape)
-        length = inputs.shape[axis]
-        if not _arguments.is_int(length):
-            length = ops.shape(inputs)[axis]  # unknown until run time
-        return width, axis, length
+        parsed = _positions.in_call(
+            inputs, axis, start_index, positions, low=self._options.lowest_position
+        )
+        return self._merge(inputs, self._rows(parsed), width, axis)
 
     def _merge(self, inputs, encoding, width, axis):
         """Casts once, places the sequence axis, and merges with the inputs."""
@@ -205,6 +187,13 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         if self.merge == "concat":
             return ops.concatenate([inputs, encoding], axis=-1)
         return encoding
+
+    def compute_output_spec(self, inputs, *args, **kwargs):
+        # Keras would report the output of `compute_output_shape` as float32
+        # without running `call`: integer inputs to "add"/"concat" are refused
+        # when the model is built, not when it first runs.
+        self._options.check_inputs_dtype(_backend.dtype_name(inputs))
+        return super().compute_output_spec(inputs, *args, **kwargs)
 
     def compute_mask(self, inputs, mask=None):
         return mask

@@ -5,8 +5,8 @@ import json
 
 from keras import backend, ops
 
-from keras_posenc import _arguments, _backend, _checks, _engine, _rope_scaling
-from keras_posenc._keras import keras, output_shape
+from keras_posenc import _arguments, _backend, _engine, _positions, _rope_scaling
+from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._rows import ComputedRows
 
 
@@ -115,15 +115,15 @@ def rotary_cos_sin(
     wavelength, scaling, _, layout, given = _rope_scaling.options(
         max_wavelength, rope_scaling, dim, layout, inverse_frequencies
     )
-    values, ok = _checks.positions(
+    parsed = _positions.explicit(
         "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
     rows, attention = _plan(json.dumps(scaling), wavelength, dim, given)
-    return _tables(rows.at(values, ok), dim, attention, layout, signed=False)
+    return _tables(rows(parsed), dim, attention, layout, signed=False)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
-class RotaryEmbedding(keras.layers.Layer):
+class RotaryEmbedding(PositionLayer):
     """Rotary position embedding (RoPE), exact to float32 rounding.
 
     The rotation of [RoFormer](https://arxiv.org/abs/2104.09864) (Su et al.,
@@ -249,14 +249,11 @@ class RotaryEmbedding(keras.layers.Layer):
         seq -= int(feat < seq)
         options = (self._scaling_json, self.max_wavelength, dim, self._given)
         rows, attention = _plan(*options)
-        length = x.shape[seq] if _arguments.is_int(x.shape[seq]) else ops.shape(x)[seq]
-        low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
-        if positions is not None:
-            positions, ok = _checks.call_positions(positions, x, seq, low)
-            table = rows.at(positions, ok)
-        else:
-            start, ok = _checks.call_start(start_index, x, length, low)
-            table = rows.rows(start, length, ok)
+        # RoPE is defined for negative positions.
+        parsed = _positions.in_call(
+            x, seq, start_index, positions, low=_arguments.POSITION_MIN
+        )
+        table = rows(parsed)
         batched = len(table.shape) == 3
         rotate = _rotation(
             attention, self.layout, seq, len(x.shape), dim, x.shape[-1], batched

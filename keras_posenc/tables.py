@@ -9,8 +9,9 @@ exact ones at every position in ``[-2**31, 2**31)``.
 
 from keras import ops
 
-from keras_posenc import _arguments, _backend, _checks, _engine, _options
+from keras_posenc import _arguments, _backend, _engine, _options, _positions
 from keras_posenc._phase_constants import radians_of, sinusoidal_turns
+from keras_posenc._rows import ComputedRows
 
 
 def _checked_options(depth, max_wavelength, layout, dtype):
@@ -107,12 +108,16 @@ def sinusoidal_table(
     depth, max_wavelength, layout, dtype = _checked_options(
         depth, max_wavelength, layout, dtype
     )
-    length, length_ok = _checks.length_and_ok(length)
-    start, ok = _checks.range_start(
-        start_index, length, low=_arguments.POSITION_MIN, ranks=(0,)
+    length, length_checks = _positions.size("length", length, low=0)
+    positions = _positions.span(
+        start_index,
+        length,
+        low=_arguments.POSITION_MIN,
+        ranks=(0,),
+        length_checks=length_checks,
     )
-    rows = _engine.sinusoidal_encoder(depth, max_wavelength, layout).rows(start, length)
-    return ops.cast(_engine.nan_where_invalid(rows, _checks.both(ok, length_ok)), dtype)
+    encoder = _engine.sinusoidal_encoder(depth, max_wavelength, layout)
+    return ops.cast(ComputedRows(encoder)(positions), dtype)
 
 
 @_backend.not_autograph
@@ -151,7 +156,7 @@ def positional_encoding(
     >>> tuple(pe.shape)
     (2, 3, 4)
     """
-    batch_size, ok = _checks.batch_size(batch_size)
+    batch_size, checks = _positions.size("batch_size", batch_size, low=1)
     table = sinusoidal_table(
         length,
         depth,
@@ -162,7 +167,7 @@ def positional_encoding(
     )
     rows = ops.arange(ops.shape(table)[0], dtype="int32")
     tiled = ops.tile(rows[None, :], (batch_size, 1))
-    return _engine.nan_where_invalid(ops.take(table, tiled, axis=0), ok)
+    return _backend.guard(ops.take(table, tiled, axis=0), checks)
 
 
 __all__ = ["frequencies", "positional_encoding", "sinusoidal_table"]

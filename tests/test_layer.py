@@ -769,6 +769,10 @@ def test_jax_jit_traced_positions_past_the_table(options):
         ({"mode": "lookup", "max_length": 2**31 + 1}, r"max_length=2147483649"),
         (
             {"mode": "lookup", "max_length": 2**31, "depth": 8},
+            r"`max_length`, expected a positive integer <= 2147483520",
+        ),
+        (
+            {"mode": "lookup", "max_length": 2**28, "depth": 8},
             r"`max_length`, expected a table of at most",
         ),
         ({"max_length": 10}, r"`max_length`, expected None with mode='compute'"),

@@ -220,7 +220,9 @@ def test_positional_encoding_dtype():
         ({"layout": "sincos"}, r"`layout`.*Received: layout='sincos'"),
         ({"dtype": "int32"}, r"`dtype`, expected a floating dtype.*dtype='int32'"),
         ({"dtype": "nope"}, r"`dtype`, expected a floating dtype.*dtype='nope'"),
-        ({"length": -1}, r"`length`, expected an integer in \[0, 2\*\*31\).*length=-1"),
+        ({"length": -1}, r"`length`, expected an integer in \[0, 2147483520\].*=-1$"),
+        # The engine's coarse rows must stay int32: longer is refused clearly.
+        ({"length": 2**31 - 63}, r"`length`, expected an integer in \[0, 2147483520\]"),
         ({"length": 2.0}, r"`length`.*Received: length=2.0"),
         (
             {"length": [3]},

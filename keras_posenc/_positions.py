@@ -1,0 +1,328 @@
+"""The positions of one call, parsed once at the boundary into `Positions`.
+
+Every entry point (a layer call, the table functions, `rotary_cos_sin`, the
+exported signatures) turns what it was given (a `start_index`, explicit
+`positions`, a length) into one immutable `Positions`; the row sources and
+the engine read it and never inspect the raw arguments again.
+
+Integers are checked against the int32 range **before** any cast, so no
+value ever wraps into a plausible position. A value known now (Python,
+numpy, an eager tensor, a TF constant) that cannot be encoded raises a
+`ValueError` naming the argument. A value only known at run time yields a
+`Check` (a boolean tensor and a message); `Positions.guard` hands the
+checks to `_backend.guard`, which applies the one failure policy.
+"""
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._arguments import (
+    MAX_LENGTH,
+    POSITION_LIMIT,
+    POSITION_MIN,
+    invalid,
+    is_int,
+)
+
+_END_MESSAGE = (
+    "Received an invalid value for `start_index`: start_index + length must be <= 2**31"
+)
+# Dtypes whose cast to int32 cannot wrap.
+_NARROW_INTS = ("int32", "int16", "int8", "uint16", "uint8")
+
+
+class Check(NamedTuple):
+    """A run-time condition: `ok` (boolean tensor) must hold, else `message`."""
+
+    ok: Any
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Positions:
+    """Positions to encode: a span ``start + [0, length)`` or explicit values.
+
+    Attributes:
+        start: int32 tensor, scalar or ``[B]`` (a span); `None` for explicit
+            positions.
+        length: the span's length: an int when known now, else an int32
+            scalar tensor (or a symbolic dimension under jax2tf).
+        values: int32 tensor of explicit positions; `None` for a span.
+        known: numpy int array of `start` (span) or `values` when known now.
+        checks: run-time `Check`s (empty when every value was checked now).
+    """
+
+    start: Any = None
+    length: Any = None
+    values: Any = None
+    known: Any = None
+    checks: tuple = ()
+
+    @property
+    def is_span(self):
+        return self.values is None
+
+    @property
+    def batched_span(self):
+        """A span with one start per example: rows ``[B, length, C]``."""
+        return self.is_span and len(self.start.shape) == 1
+
+    @property
+    def known_range(self):
+        """``(first, end)`` of a shared span known now, else `None`."""
+        if self.is_span and self.known is not None and self.known.ndim == 0:
+            if is_int(self.length):
+                return int(self.known), int(self.known) + self.length
+        return None
+
+    def known_values(self):
+        """`as_values()` as a numpy array when known now, else `None`."""
+        if not self.is_span or self.known is None:
+            return self.known
+        if not is_int(self.length):
+            return None
+        steps = np.arange(self.length, dtype=np.int64)
+        return self.known[..., None] + steps if self.known.ndim else self.known + steps
+
+    def as_values(self):
+        """The positions as an int32 tensor (a span expanded, per example)."""
+        if not self.is_span:
+            return self.values
+        steps = ops.arange(self.length, dtype="int32")
+        if self.batched_span:
+            return self.start[:, None] + steps[None, :]
+        return self.start + steps
+
+    def guard(self, rows):
+        """`rows` under the failure policy of this call's run-time checks."""
+        return _backend.guard(rows, self.checks)
+
+
+def _echo(value):
+    """The value to show in a message: numbers when known, else the spec."""
+    static = _backend.static_value(value)
+    if static is None:
+        return f"<tensor dtype={_backend.dtype_name(value)} shape={tuple(value.shape)}>"
+    static = np.asarray(static)
+    if static.size > 16:
+        return f"<array dtype={static.dtype} shape={static.shape}>"
+    return static.tolist() if static.ndim else static.item()
+
+
+def _ranks(ranks):
+    return f"a tensor of rank {' or '.join(map(str, ranks))}"
+
+
+def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1):
+    """Integers in ``[low, 2**31)`` as int32, checked before the cast.
+
+    Args:
+        name: the argument's name, for messages.
+        value: Python int(s), numpy array or integer tensor.
+        low: smallest value allowed.
+        ranks: allowed ranks.
+        expected: what messages say is allowed, when the values are not
+            positions (a length, a batch size).
+
+    Returns:
+        ``(int32 tensor, known, checks)``: `known` is the numpy value when
+        known now (then every value was checked and `checks` is empty).
+    """
+    kind = expected or f"integer positions in [{low}, 2**31)"
+    if value is None or isinstance(value, (bool, float, str)):
+        raise invalid(name, kind, value)
+    static = _backend.static_value(value)
+    if static is not None:
+        array = _known_integers(name, static, value, kind, ranks)
+        bad = _first_outside(array, low, high)
+        if bad is not None:
+            raise invalid(name, expected or f"positions in [{low}, 2**31) (int32)", bad)
+        array = array.astype(np.int32)
+        return ops.convert_to_tensor(array, "int32"), array, ()
+    dtype = _backend.dtype_name(value)
+    if "int" not in dtype:
+        raise invalid(name, kind, _echo(value))
+    if len(value.shape) not in ranks:
+        raise invalid(name, _ranks(ranks), _echo(value))
+    if dtype == "int32" and low == POSITION_MIN:
+        return value, None, ()
+    as_int32 = ops.cast(value, "int32")
+    ok = ops.greater_equal(as_int32, low)
+    if high < POSITION_LIMIT - 1:
+        ok = ops.logical_and(ok, ops.less_equal(as_int32, high))
+    if dtype not in _NARROW_INTS:
+        # The cast wraps modulo 2**32. Casts are the only ops applied to the
+        # wide value (Keras compares uint64 after a lossy promotion): the
+        # cast kept the value iff both round to the same float32, since a
+        # wrapped value is at least 2**32 away on the other side of zero.
+        kept = ops.equal(ops.cast(value, "float32"), ops.cast(as_int32, "float32"))
+        ok = ops.logical_and(ok, kept)
+    message = (
+        f"expected {expected}" if expected else f"positions must be in [{low}, 2**31)"
+    )
+    return (
+        as_int32,
+        None,
+        (Check(ok, f"Received an invalid value for `{name}`: {message}"),),
+    )
+
+
+def _known_integers(name, static, value, kind, ranks):
+    """A known value as a numpy integer (or object) array of an allowed rank."""
+    array = np.asarray(static)
+    if array.size == 0:
+        array = array.astype(np.int32)  # `positions=[]` for an empty sequence
+    if array.dtype == object:
+        integral = all(is_int(v) for v in array.ravel())
+    else:
+        integral = np.issubdtype(array.dtype, np.integer)
+    if not integral:
+        raise invalid(name, kind, _echo(value))
+    if array.ndim not in ranks:
+        raise invalid(name, _ranks(ranks), _echo(value))
+    return array
+
+
+def _first_outside(array, low, high):
+    """The first value outside ``[low, high]`` as a Python int, else `None`."""
+    if array.dtype == object:  # Python ints, possibly beyond 64 bits
+        return next((int(v) for v in array.ravel() if not low <= v <= high), None)
+    outside = array[(array < low) | (array > high)]
+    return int(outside.flat[0]) if outside.size else None
+
+
+def size(name, value, *, low):
+    """A size (a length, a batch size): an int, or a scalar tensor and checks.
+
+    A Python int must be in ``[low, MAX_LENGTH]``. A tensor is checked now
+    when its value is known; otherwise (TF graphs only: JAX and torch sizes
+    are static) it is returned with its run-time checks.
+    """
+    expected = f"an integer in [{low}, {MAX_LENGTH}]"
+    if is_int(value):
+        if not low <= value <= MAX_LENGTH:
+            raise invalid(name, expected, value)
+        return int(value), ()
+    if (
+        _backend.NAME != "tensorflow"
+        and _backend.is_tensor(value)
+        and _backend.static_value(value) is None
+    ):
+        raise invalid(
+            name,
+            f"{expected}, known when traced (under `jax.jit`, pass it as a "
+            "static argument)",
+            _echo(value),
+        )
+    tensor, known, checks = integers(
+        name, value, low=low, ranks=(0,), expected=expected
+    )
+    if known is not None:
+        return int(known), ()
+    return ops.maximum(tensor, low), checks
+
+
+def span(start_index, length, *, low, ranks=(0, 1), length_checks=()):
+    """`Positions` for ``start_index + [0, length)``.
+
+    Args:
+        start_index: the first position, a scalar or one per example.
+        length: an int, or an int32 scalar tensor (or symbolic dimension)
+            known to be a valid length.
+        low: smallest position allowed.
+        ranks: allowed ranks of `start_index`.
+        length_checks: run-time checks that came with `length`.
+    """
+    start, known, checks = integers("start_index", start_index, low=low, ranks=ranks)
+    checks += tuple(length_checks)
+    if known is not None and is_int(length):
+        last = int(np.max(known, initial=low)) + length
+        if length and last > POSITION_LIMIT:
+            raise invalid(
+                "start_index",
+                f"start_index + length <= 2**31 (positions are int32); length={length}",
+                _echo(start_index),
+            )
+    elif not (known is not None and int(np.max(known, initial=low)) <= 1):
+        checks += (_end_check(start, length),)
+    return Positions(start=start, length=length, known=known, checks=checks)
+
+
+def _end_check(start, length):
+    """``start + length <= 2**31``, written so that no term leaves int32."""
+    if is_int(length):
+        ok = ops.less_equal(start, (POSITION_LIMIT - 1) - max(length - 1, 0))
+    else:
+        # A tensor, or a symbolic dimension (jax2tf) made into one.
+        length = ops.convert_to_tensor(length, "int32")
+        last = (POSITION_LIMIT - 1) - (ops.maximum(length, 1) - 1)
+        ok = ops.logical_or(ops.equal(length, 0), ops.less_equal(start, last))
+    return Check(ok, _END_MESSAGE)
+
+
+def explicit(name, values, *, low, ranks):
+    """`Positions` for explicit integer positions."""
+    values, known, checks = integers(name, values, low=low, ranks=ranks)
+    return Positions(values=values, known=known, checks=checks)
+
+
+def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2)):
+    """`Positions` of a layer call on `inputs`, whose sequence axis is `axis`.
+
+    Explicit `positions` (``[length]`` or ``[batch, length]``) override
+    `start_index` (a scalar or ``[batch]``); both must fit `inputs`: one
+    position per step of the sequence axis, one row per example. A size-1
+    argument is never silently broadcast over the inputs.
+    """
+    if positions is not None:
+        parsed = explicit("positions", positions, low=low, ranks=position_ranks)
+        values = parsed.values
+        per_step = _fits(values, -1, inputs, axis, "positions", _per_step(inputs, axis))
+        per_example = ()
+        if len(values.shape) == 2:
+            per_example = _fits(values, 0, inputs, 0, "positions", _per_example(inputs))
+        return dataclasses.replace(
+            parsed, checks=parsed.checks + per_step + per_example
+        )
+    length = inputs.shape[axis]
+    if length is None:
+        length = ops.shape(inputs)[axis]  # known when the graph runs
+    parsed = span(start_index, length, low=low)
+    if not parsed.batched_span:
+        return parsed
+    per_example = _fits(parsed.start, 0, inputs, 0, "start_index", _per_example(inputs))
+    return dataclasses.replace(parsed, checks=parsed.checks + per_example)
+
+
+def _fits(tensor, axis, inputs, input_axis, name, expected):
+    """Whether ``tensor.shape[axis]`` equals ``inputs.shape[input_axis]``.
+
+    Raises now when both sizes are known; otherwise returns a run-time
+    `Check` of `tensor`'s shape (a size-1 argument must not broadcast).
+    """
+    size, given = inputs.shape[input_axis], tensor.shape[axis]
+    if size is not None and given is not None:
+        if size != given:
+            raise invalid(name, expected, f"<shape={tuple(tensor.shape)}>")
+        return ()
+    same = ops.equal(ops.shape(tensor)[axis], ops.shape(inputs)[input_axis])
+    message = f"Received an invalid value for `{name}`: expected {expected}"
+    return (Check(ops.broadcast_to(same, ops.shape(tensor)), message),)
+
+
+def _per_step(inputs, axis):
+    length = inputs.shape[axis]
+    if length is None:
+        return "one position per step of the sequence axis of `inputs`"
+    return f"{length} positions per sequence, the length of `inputs`"
+
+
+def _per_example(inputs):
+    batch = inputs.shape[0]
+    if batch is None:
+        return "one row per example of `inputs`"
+    return f"one row per example: batch {batch} of `inputs`"

@@ -1,0 +1,127 @@
+"""Positions parsed once (`keras_posenc._positions`), through every entry point.
+
+Integers are checked against the int32 range before any cast, wherever they
+come from; a value known now raises a `ValueError` naming the argument, a
+traced one fails the run-time guard (a graph assertion, NaN rows under XLA
+and `jax.jit`). Each claim holds for both layers on every backend.
+"""
+
+import numpy as np
+import pytest
+from _helpers import BACKEND, LEGACY, TOL, keras, reference, to_numpy
+
+import keras_posenc
+
+LAYERS = [
+    pytest.param(lambda: keras_posenc.SinusoidalPositionEncoding(), id="sinusoidal"),
+    pytest.param(lambda: keras_posenc.RotaryEmbedding(), id="rotary"),
+]
+WIDE = 2**32 + 3  # wraps to 3 in int32: exactly the rows of position 3
+
+
+def _inputs(length=4, batch=2):
+    return np.random.default_rng(0).normal(size=(batch, length, 8)).astype("float32")
+
+
+@pytest.mark.parametrize("make_layer", LAYERS)
+@pytest.mark.parametrize(
+    "start",
+    [np.int64(WIDE), np.array(WIDE), np.array([WIDE, 0]), np.int64(2**31)],
+    ids=["np.int64", "0-d array", "per example", "2**31"],
+)
+def test_wide_numpy_start_index_is_refused_by_a_layer_call(make_layer, start):
+    # Keras converts array call arguments to 32-bit tensors on JAX before
+    # `call`; the layers parse what the caller gave, so 2**32 + 3 is an error
+    # on every backend, never the rows of position 3 (nor 2**31 of -2**31).
+    bad = int(np.ravel(start)[0])
+    with pytest.raises(ValueError, match=rf"`start_index`.*start_index={bad}\b"):
+        make_layer()(_inputs(), start_index=start)
+
+
+@pytest.mark.parametrize("make_layer", LAYERS)
+def test_wide_numpy_positions_are_refused_by_a_layer_call(make_layer):
+    # positions [0, 1, 2, 2**32 + 3] would be [0, 1, 2, 3] after a 32-bit cast.
+    positions = np.array([0, 1, 2, WIDE], np.int64)
+    with pytest.raises(ValueError, match=rf"`positions`.*positions={WIDE}\b"):
+        make_layer()(_inputs(), positions=positions)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit")
+@pytest.mark.parametrize("make_layer", LAYERS)
+def test_wide_numpy_start_index_closed_over_in_jax_jit_is_refused(make_layer):
+    # A host value inside a jitted function is known at trace time: refused
+    # there, not turned into finite rows of a wrapped position.
+    import jax
+
+    layer = make_layer()
+    step = jax.jit(lambda x: layer(x, start_index=np.int64(WIDE)))
+    with pytest.raises(ValueError, match=rf"start_index={WIDE}\b"):
+        step(_inputs())
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit")
+@pytest.mark.parametrize("make_layer", LAYERS)
+def test_traced_out_of_range_start_index_gives_nan_rows_under_jax_jit(make_layer):
+    # A traced start whose span passes 2**31 cannot raise under jax.jit: the
+    # rows are NaN, never plausible.
+    import jax
+
+    layer = make_layer()
+    out = jax.jit(lambda x, s: layer(x, start_index=s))(_inputs(), 2**31 - 2)
+    assert np.isnan(to_numpy(out)).all()
+
+
+def _traced(fn, jit_compile=False):
+    """`fn` as a TF function (on TensorFlow) or under `jax.jit` (on JAX)."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=jit_compile, autograph=False)
+    import jax
+
+    return jax.jit(fn)
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="no traced start on torch")
+@pytest.mark.parametrize("make_layer", LAYERS)
+def test_empty_sequence_with_a_traced_start_index_is_empty(make_layer):
+    # A static length of 0 needs no rows, whatever the traced start: the
+    # empty output, as in eager mode (was an AttributeError).
+    layer = make_layer()
+    out = _traced(lambda x, s: layer(x, start_index=s))(_inputs(length=0), 5)
+    assert tuple(out.shape) == (2, 0, 8)
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="no traced start on torch")
+def test_sinusoidal_table_of_zero_rows_with_a_traced_start_is_empty():
+    # The table function takes the same path: shape (0, depth), no error.
+    out = _traced(lambda s: keras_posenc.sinusoidal_table(0, 8, start_index=s))(5)
+    assert tuple(out.shape) == (0, 8)
+
+
+def test_valid_int64_numpy_start_index_gives_the_exact_rows():
+    # Valid int64 values pass through the checks unchanged.
+    layer = keras_posenc.SinusoidalPositionEncoding(merge=None, depth=8)
+    out = layer(_inputs(), start_index=np.int64(2**31 - 4))
+    want = reference(2**31 - 4 + np.arange(4), 8)
+    # float64 angles at 2**31 are exact to ~1e-7 rad: a loose bound suffices
+    # to tell position 2**31 - 4 from any wrapped one.
+    np.testing.assert_allclose(to_numpy(out)[0], want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(LEGACY, reason="Keras 3 symbolic calls")
+def test_concat_on_integer_symbolic_inputs_is_refused_when_the_model_is_built():
+    # merge="concat" needs floating inputs: refused at the symbolic call,
+    # not reported as float32 and left to fail at run time.
+    tokens = keras.Input(shape=(None, 4), dtype="int32")
+    layer = keras_posenc.SinusoidalPositionEncoding(merge="concat", depth=4)
+    with pytest.raises(ValueError, match=r"`inputs`, expected a floating tensor"):
+        layer(tokens)
+
+
+def test_rows_are_exact_after_parsing_per_example_offsets():
+    # Per-example offsets are parsed once and tiled: each example's rows are
+    # its own positions' rows.
+    layer = keras_posenc.SinusoidalPositionEncoding(merge=None, depth=8)
+    out = to_numpy(layer(_inputs(length=3), start_index=np.array([0, 1000])))
+    np.testing.assert_allclose(out[1], reference(1000 + np.arange(3), 8), atol=TOL)
