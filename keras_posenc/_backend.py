@@ -137,6 +137,19 @@ def static_value(x):
     return ops.convert_to_numpy(x)
 
 
+def is_traced(x):
+    """Whether `x` is a placeholder of a trace (TF graph, `jax.jit`, torch fake)."""
+    if NAME == "jax":
+        import jax
+
+        return isinstance(x, jax.core.Tracer)
+    if NAME == "tensorflow":
+        return in_graph()
+    import torch
+
+    return type(x) is not torch.Tensor
+
+
 def is_tensor(x):
     """Whether `x` is a backend tensor (not a Python or symbolic dimension)."""
     return ops.is_tensor(x)

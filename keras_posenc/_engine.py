@@ -136,6 +136,14 @@ class Encoder:
     def width(self):
         return self.consts.width
 
+    def compiled_count(self):
+        """How many shapes the eager entry points are compiled for (JAX)."""
+        return sum(
+            f._cache_size()
+            for f in (self._range, self._positions)
+            if hasattr(f, "_cache_size")
+        )
+
     def rows(self, start, length):
         """float32 ``[length, C]`` for positions ``start + [0, length)``.
 
@@ -156,8 +164,17 @@ class Encoder:
         """float32 ``positions.shape + [C]`` for int32 `positions`."""
         positions = ops.convert_to_tensor(positions, "int32")
         # Flat, so that one compiled function serves every rank and shape.
-        flat = self._positions(ops.reshape(positions, (-1,)))
-        return ops.reshape(flat, (*ops.shape(positions), self.width))
+        flat = ops.reshape(positions, (-1,))
+        count = flat.shape[0]
+        if _backend.NAME == "jax" and not _backend.is_traced(flat):
+            # Eager JAX compiles once per size: pad to a power of two so that
+            # memory levels off (a few compilations serve every size).
+            bucket = max(FINE_ROWS, 1 << max(count - 1, 0).bit_length())
+            padded = ops.pad(flat, [(0, bucket - count)])
+            rows = self._positions(padded)[:count]
+        else:
+            rows = self._positions(flat)
+        return ops.reshape(rows, (*ops.shape(positions), self.width))
 
 
 @functools.lru_cache(maxsize=64)
