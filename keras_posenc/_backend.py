@@ -155,6 +155,22 @@ def is_tensor(x):
     return ops.is_tensor(x)
 
 
+def executing_eagerly():
+    """Whether ops run now: not in a TF graph, not compiled by `torch.compile`.
+
+    Under `jax.jit` this is True: a concrete array used there is a constant.
+    """
+    if NAME == "tensorflow":
+        import tensorflow as tf
+
+        return tf.executing_eagerly()
+    if NAME == "torch":
+        import torch
+
+        return not torch.compiler.is_compiling()
+    return True
+
+
 def in_graph():
     """Whether ops are being traced into a graph that can hold assertions."""
     if NAME == "tensorflow":

@@ -31,6 +31,7 @@ import numpy as np
 from keras import ops
 
 from keras_posenc import _backend
+from keras_posenc._arguments import POSITION_LIMIT
 from keras_posenc._phase_constants import (
     FINE_ROWS,
     TURN_TABLE,
@@ -125,6 +126,8 @@ class Encoder:
 
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
+        # (first position, rows) of the block that `recent_rows` last computed.
+        self._block = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )
@@ -159,6 +162,23 @@ class Encoder:
             bucket = max(FINE_ROWS, 1 << max(length - 1, 0).bit_length())
             return self._range(start, bucket)[:length]
         return self._range(start, length)
+
+    def recent_rows(self, first, end):
+        """Rows for positions ``[first, end)`` (at most 64), when running eagerly.
+
+        Decoding asks for one position per layer and step. The 128 rows from
+        ``64 * floor(first / 64)`` are computed once and kept, so the next
+        steps (and every layer sharing this encoder) read slices of them:
+        the same bits as `rows`, without running the engine.
+        """
+        block = self._block
+        if block is None or not block[0] <= first < end <= block[0] + 2 * FINE_ROWS:
+            base = min(first - first % FINE_ROWS, POSITION_LIMIT - 2 * FINE_ROWS)
+            with _backend.eager_scope():  # concrete under `jax.jit` too
+                start = ops.convert_to_tensor(base, "int32")
+                self._block = block = (base, self._range(start, 2 * FINE_ROWS))
+        base, rows = block
+        return rows[first - base : end - base]
 
     def at(self, positions):
         """float32 ``positions.shape + [C]`` for int32 `positions`."""

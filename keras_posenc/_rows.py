@@ -13,6 +13,7 @@ import dataclasses
 from keras import ops
 
 from keras_posenc import _arguments, _backend, _engine
+from keras_posenc._phase_constants import FINE_ROWS
 
 
 class ComputedRows:
@@ -26,6 +27,10 @@ class ComputedRows:
         self.encoder = encoder
 
     def __call__(self, positions):
+        known_range = positions.known_range
+        if known_range and 0 < known_range[1] - known_range[0] <= FINE_ROWS:
+            if _backend.executing_eagerly():
+                return self.encoder.recent_rows(*known_range)  # checked: no guard
         if positions.is_span and not positions.batched_span:
             rows = self.encoder.rows(positions.start, positions.length)
         else:

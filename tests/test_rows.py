@@ -1,0 +1,55 @@
+"""Row sources (`keras_posenc._rows`): computed rows and the lookup table.
+
+Every way of asking for a position's row gives the same bits; the eager
+decoding cache (a block of rows kept by the shared encoder) included.
+"""
+
+import numpy as np
+import pytest
+from _helpers import TOL, reference, to_numpy
+
+import keras_posenc
+
+DEPTH = 16
+
+
+def _encoding(**options):
+    return keras_posenc.SinusoidalPositionEncoding(merge=None, depth=DEPTH, **options)
+
+
+def _step(layer, t):
+    return to_numpy(layer(np.zeros((1, 1, DEPTH), "float32"), start_index=t))[0]
+
+
+@pytest.mark.parametrize("first", [0, 4000, 2**31 - 200])
+def test_decoding_across_blocks_gives_the_bits_of_the_full_call(first):
+    # 200 consecutive steps cross several 64-row blocks of the decoding
+    # cache (and its last block below 2**31): each step's row is the full
+    # call's row, bit for bit.
+    layer = _encoding()
+    full = to_numpy(layer(np.zeros((1, 200, DEPTH), "float32"), start_index=first))[0]
+    steps = np.concatenate([_step(layer, first + t) for t in range(200)])
+    np.testing.assert_array_equal(steps, full)
+
+
+def test_decoding_steps_in_any_order_give_the_same_rows():
+    # Jumps backwards and between distant positions refresh the cache: the
+    # rows are still those of the full call (and within 2e-7 of float64).
+    layer = _encoding()
+    full = to_numpy(layer(np.zeros((1, 300, DEPTH), "float32")))[0]
+    order = [299, 0, 150, 63, 64, 65, 1, 298, 127, 128]
+    for t in order:
+        np.testing.assert_array_equal(_step(layer, t)[0], full[t])
+    np.testing.assert_allclose(full, reference(np.arange(300), DEPTH), atol=TOL)
+
+
+def test_layers_of_different_depths_do_not_share_cached_rows():
+    # The cache belongs to one encoder configuration: a layer of another
+    # depth at the same step gets its own rows.
+    narrow, wide = (
+        _encoding(),
+        keras_posenc.SinusoidalPositionEncoding(merge=None, depth=2 * DEPTH),
+    )
+    _step(narrow, 70)
+    row = to_numpy(wide(np.zeros((1, 1, 2 * DEPTH), "float32"), start_index=70))
+    np.testing.assert_allclose(row[0, 0], reference(70, 2 * DEPTH), atol=TOL)
