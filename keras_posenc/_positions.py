@@ -47,12 +47,13 @@ class Positions:
     """Positions to encode: a span ``start + [0, length)`` or explicit values.
 
     Attributes:
-        start: int32 tensor, scalar or ``[B]`` (a span); `None` for explicit
-            positions.
+        start: the first position, scalar or ``[B]`` (a span); `None` for
+            explicit positions.
         length: the span's length: an int when known now, else an int32
             scalar tensor (or a symbolic dimension under jax2tf).
-        values: int32 tensor of explicit positions; `None` for a span.
-        known: numpy int array of `start` (span) or `values` when known now.
+        values: explicit positions; `None` for a span.
+        known: `start` (span) or `values` as a numpy int32 array when known
+            now (then `start` or `values` is that array, not a tensor).
         checks: run-time `Check`s (empty when every value was checked now).
     """
 
@@ -90,12 +91,15 @@ class Positions:
 
     def as_values(self):
         """The positions as an int32 tensor (a span expanded, per example)."""
+        known = self.known_values()
+        if known is not None:
+            return ops.convert_to_tensor(known.astype(np.int32), "int32")
         if not self.is_span:
             return self.values
-        steps = ops.arange(self.length, dtype="int32")
+        start, steps = self.start, ops.arange(self.length, dtype="int32")
         if self.batched_span:
-            return self.start[:, None] + steps[None, :]
-        return self.start + steps
+            return start[:, None] + steps[None, :]
+        return start + steps
 
     def guard(self, rows):
         """`rows` under the failure policy of this call's run-time checks."""
@@ -129,10 +133,18 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
             positions (a length, a batch size).
 
     Returns:
-        ``(int32 tensor, known, checks)``: `known` is the numpy value when
-        known now (then every value was checked and `checks` is empty).
+        ``(values, known, checks)``: when the values are known now, `values`
+        and `known` are the same numpy int32 array (every value checked,
+        `checks` empty); otherwise `values` is an int32 tensor, `known` is
+        `None` and `checks` hold the run-time conditions.
     """
     kind = expected or f"integer positions in [{low}, 2**31)"
+    outside = expected or f"positions in [{low}, 2**31) (int32)"
+    if is_int(value) and 0 in ranks:  # the common case, kept cheap
+        if not low <= value <= high:
+            raise invalid(name, outside, value)
+        array = np.array(value, np.int32)
+        return array, array, ()
     if value is None or isinstance(value, (bool, float, str)):
         raise invalid(name, kind, value)
     static = _backend.static_value(value)
@@ -140,9 +152,9 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
         array = _known_integers(name, static, value, kind, ranks)
         bad = _first_outside(array, low, high)
         if bad is not None:
-            raise invalid(name, expected or f"positions in [{low}, 2**31) (int32)", bad)
+            raise invalid(name, outside, bad)
         array = array.astype(np.int32)
-        return ops.convert_to_tensor(array, "int32"), array, ()
+        return array, array, ()
     dtype = _backend.dtype_name(value)
     if "int" not in dtype:
         raise invalid(name, kind, _echo(value))
@@ -239,15 +251,15 @@ def span(start_index, length, *, low, ranks=(0, 1), length_checks=()):
     """
     start, known, checks = integers("start_index", start_index, low=low, ranks=ranks)
     checks += tuple(length_checks)
-    if known is not None and is_int(length):
-        last = int(np.max(known, initial=low)) + length
-        if length and last > POSITION_LIMIT:
+    largest = None if known is None else int(known.max()) if known.size else low
+    if largest is not None and is_int(length):
+        if length and largest + length > POSITION_LIMIT:
             raise invalid(
                 "start_index",
                 f"start_index + length <= 2**31 (positions are int32); length={length}",
                 _echo(start_index),
             )
-    elif not (known is not None and int(np.max(known, initial=low)) <= 1):
+    elif largest is None or largest > 1:
         checks += (_end_check(start, length),)
     return Positions(start=start, length=length, known=known, checks=checks)
 

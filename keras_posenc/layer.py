@@ -167,8 +167,10 @@ class SinusoidalPositionEncoding(PositionLayer):
 
     def _merge(self, inputs, encoding, width, axis):
         """Casts once, places the sequence axis, and merges with the inputs."""
-        dtype = inputs.dtype if self.merge is not None else self.compute_dtype
-        encoding = ops.cast(encoding, dtype)
+        if self.merge is None:
+            encoding = ops.cast(encoding, self.compute_dtype)
+        elif encoding.dtype != inputs.dtype:  # a 16-bit policy: cast once
+            encoding = ops.cast(encoding, inputs.dtype)
         if len(inputs.shape) > 3:
             # [L, D] or [B, L, D] onto the sequence and feature axes.
             shape = [1] * len(inputs.shape)
