@@ -39,6 +39,8 @@ def invalid(name, expected, value):
 
 def is_int(value):
     """Whether `value` is a Python or numpy integer (not a bool)."""
+    if type(value) is int:  # the common case, without the ABC check
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

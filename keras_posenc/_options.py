@@ -100,12 +100,13 @@ class SinusoidalOptions:
         """
         if shape is None:
             raise invalid("inputs", "a known rank", shape)
-        # Symbolic dimensions (jax2tf export) count as unknown.
-        return self._layout(tuple(d if _arguments.is_int(d) else None for d in shape))
+        return self._layout(tuple(shape))
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 (options are small and few)
     def _layout(self, shape):
-        """`input_layout` of a shape of ints and `None`: once per shape."""
+        """`input_layout`, once per shape (a layer asks at every call)."""
+        # Symbolic dimensions (jax2tf export) count as unknown.
+        shape = tuple(d if _arguments.is_int(d) else None for d in shape)
         id_input = self.merge is None and len(shape) == 2
         if len(shape) < 3 and not id_input:
             expected = (
