@@ -27,9 +27,11 @@ import time
 BACKENDS = ("tensorflow", "jax", "torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
+# Where a run writes unless asked to `--record` (not committed).
+LATEST = os.path.join(RESULTS, "latest")
 # Options that choose the backend or the output file: never passed on to a
 # per-backend child, which gets its own.
-_DRIVER_OPTIONS = {"--backend": 1, "--json": 1, "--all-backends": 0}
+_DRIVER_OPTIONS = {"--backend": 1, "--json": 1, "--all-backends": 0, "--record": 0}
 
 
 # -- choosing the backend ------------------------------------------------------
@@ -63,7 +65,13 @@ def add_backend_arguments(parser, name):
         help="every backend, each in its own subprocess; tables merged",
     )
     parser.add_argument(
-        "--json", help=f"results file (default benchmarks/results/{name}.json)"
+        "--json",
+        help=f"results file (default: benchmarks/results/latest/{name}.json)",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"write the committed benchmarks/results/{name}.json",
     )
 
 
@@ -94,7 +102,7 @@ def run_requested_backends(module, argv, args, current, merged_markdown):
     sections = run_backends(module, argv, backends)
     if len(sections) > 1:
         print("\n## Every backend\n\n" + merged_markdown(sections))
-    print("\nwritten:", write_results(module, sections, args.json))
+    print("\nwritten:", write_results(module, sections, args.json, args.record))
     return sections
 
 
@@ -373,22 +381,25 @@ def _dumps(value, indent=0):
     return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
 
 
-def write_results(name, sections, path=None):
+def write_results(name, sections, path=None, record=False):
     """Writes `{backend: section}` into the results file of benchmark `name`.
 
     The file holds ``{"benchmark": name, "backends": {backend: section}}``;
     a backend's section replaces its old one, other backends' stay, so
-    each backend can be (re)run on its own.
+    each backend can be (re)run on its own. The committed results change
+    only when asked: by default a run writes `benchmarks/results/latest/`.
 
     Args:
         name: the benchmark, e.g. `"forward"`.
         sections: `{backend: JSON-able dict}`.
-        path: the file; defaults to `benchmarks/results/<name>.json`.
+        path: the file; defaults to `benchmarks/results/latest/<name>.json`.
+        record: write the committed `benchmarks/results/<name>.json` instead
+            of the default.
 
     Returns:
         The path written.
     """
-    path = path or os.path.join(RESULTS, f"{name}.json")
+    path = path or os.path.join(RESULTS if record else LATEST, f"{name}.json")
     merged = {}
     if os.path.exists(path):
         with open(path) as f:

@@ -476,7 +476,10 @@ def main(argv=None):
     shapes = args.shape or (SMOKE_SHAPES if args.smoke else SHAPES)
     memory = not (args.no_memory or args.smoke)
     section = run(shapes, 1 if args.smoke else args.reps, memory, args.smoke)
-    print("written:", _common.write_results(NAME, {BACKEND: section}, args.json))
+    print(
+        "written:",
+        _common.write_results(NAME, {BACKEND: section}, args.json, args.record),
+    )
     return {BACKEND: section}
 
 

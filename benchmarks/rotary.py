@@ -261,12 +261,17 @@ def main(argv=None):
         if len(sections) > 1:
             print("\n## Every backend\n\n" + merged_markdown(sections))
         print("\n" + goals(sections))
-        print("\nwritten:", _common.write_results(NAME, sections, args.json))
+        print(
+            "\nwritten:", _common.write_results(NAME, sections, args.json, args.record)
+        )
         return sections
     shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
     section = run(shape, 1 if args.smoke else args.reps)
     print("\n" + goals({BACKEND: section}))
-    print("written:", _common.write_results(NAME, {BACKEND: section}, args.json))
+    print(
+        "written:",
+        _common.write_results(NAME, {BACKEND: section}, args.json, args.record),
+    )
     return {BACKEND: section}
 
 

@@ -24,6 +24,7 @@ def _benchmark(name):
 
 forward = _benchmark("forward")
 precision = _benchmark("precision")
+decode = _benchmark("decode")
 common = _benchmark("_common")
 
 
@@ -267,3 +268,54 @@ def test_time_summary_ratios_are_of_medians_minimums_and_cpu():
     assert summary["ratio"] == 2.0
     assert summary["min_ratio"] == 3.0
     assert summary["cpu_ratio"] == 2.0
+
+
+def test_results_go_to_latest_unless_recorded(tmp_path, monkeypatch):
+    # A run (a smoke run too) never rewrites the committed results: it writes
+    # benchmarks/results/latest/ unless asked with --record.
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(common, "LATEST", str(tmp_path / "results" / "latest"))
+    written = common.write_results("x", {"jax": {"v": 1}})
+    assert written == str(tmp_path / "results" / "latest" / "x.json")
+    assert not (tmp_path / "results" / "x.json").exists()
+    recorded = common.write_results("x", {"jax": {"v": 2}}, record=True)
+    assert recorded == str(tmp_path / "results" / "x.json")
+
+
+# -- decode.py -------------------------------------------------------------------
+
+
+def test_decode_smoke_times_both_layers_against_their_floors(tmp_path):
+    # Every configuration of both layers is timed, the floor's ratio is 1.
+    path = tmp_path / "decode.json"
+    decode.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    sine, rope = section["layers"]["sinusoidal"], section["layers"]["rotary"]
+    assert {decode.FLOOR, decode.COMPUTE, decode.LOOKUP} <= set(sine)
+    assert {decode.FLOOR, decode.ROPE} <= set(rope)
+    assert (decode.KERAS_HUB in sine) == _has_keras_hub()
+    assert sine[decode.FLOOR]["ratio"] == rope[decode.FLOOR]["ratio"] == 1.0
+
+
+def test_decode_floors_apply_the_rows_of_the_step():
+    # The plain layers the ratios divide by compute the right thing: row t of
+    # the table added, and cos/sin row t applied (checked against float64).
+    from keras import ops
+
+    depth, t = 8, 5
+    table = reference(np.arange(16), depth).astype("float32")
+    x = np.ones((2, 1, depth), "float32")
+    added = ops.convert_to_numpy(decode.PlainAdd(table)(x, start_index=t))
+    np.testing.assert_allclose(
+        added, np.broadcast_to(1.0 + table[t], x.shape), atol=1e-6
+    )
+    angle = t * 10000.0 ** (-np.arange(depth // 2) * 2.0 / depth)
+    cos = np.tile(np.concatenate([np.cos(angle)] * 2), (16, 1)).astype("float32")
+    sin = np.tile(np.concatenate([np.sin(angle)] * 2), (16, 1)).astype("float32")
+    q = np.random.default_rng(0).normal(size=(1, 1, 2, depth)).astype("float32")
+    got = ops.convert_to_numpy(decode.PlainRope(cos, sin)(q, start_index=t))
+    half = depth // 2
+    x1, x2 = q[..., :half], q[..., half:]
+    c, s = np.cos(angle), np.sin(angle)
+    want = np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+    np.testing.assert_allclose(got, want, atol=TOL * 10)
