@@ -155,6 +155,13 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
             raise invalid(name, outside, bad)
         array = array.astype(np.int32)
         return array, array, ()
+    return _traced_integers(
+        name, value, low=low, high=high, ranks=ranks, kind=kind, expected=expected
+    )
+
+
+def _traced_integers(name, value, *, low, high, ranks, kind, expected):
+    """`integers` of a tensor whose value is only known at run time."""
     dtype = _backend.dtype_name(value)
     if "int" not in dtype:
         raise invalid(name, kind, _echo(value))
