@@ -637,8 +637,8 @@ def test_recovery_spares_debris_without_a_lock_file(tmp_path):
 
 
 def test_recovery_spares_other_names(tmp_path):
-    # Only debris of the same name is recovered, even of a name that starts
-    # like it: `model.0123456789ab`'s lock file is not `model`'s.
+    # Only debris of the same name is recovered: `other`'s and that of
+    # `model.v2`, a name that starts like it, stay.
     made = _dead_writer(tmp_path / "other") + _dead_writer(tmp_path / "model.v2")
     locks = [
         _hidden(tmp_path / n, "0123456789ab", "lock") for n in ("other", "model.v2")
@@ -1224,14 +1224,6 @@ def test_export_returns_the_absolute_path(tmp_path, monkeypatch, exports):
     path = export_saved_model(exports["lookup"][0], "relative")
     assert path == str(tmp_path / "relative")
     assert os.path.isfile(os.path.join(path, "saved_model.pb"))
-
-
-# -- compilers and engines ------------------------------------------------------------
-
-jit_backends = pytest.mark.skipif(
-    BACKEND == "torch",
-    reason="torch.compile of a fit step takes minutes on CPU (measured 156 s)",
-)
 
 
 @exporting
