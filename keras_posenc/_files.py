@@ -6,8 +6,15 @@ killed between the two renames. Here content is staged in a hidden sibling and
 published with one `renameat2` call: `RENAME_NOREPLACE`, so a concurrent writer
 that got there first is never silently replaced, or `RENAME_EXCHANGE`, so an
 overwrite is one step. Where those are missing, an exclusive `fcntl` lock and
-a two-rename swap stand in. Whatever a killed run leaves behind is restored or
-removed by the next run for the same path.
+a two-rename swap stand in.
+
+Every writer holds an exclusive `flock` on its own lock file for its whole
+life, and whatever a killed run leaves behind is restored or removed by the
+next run for the same path only once that lock can be taken. A held lock
+proves a live writer where a pid cannot: another container on a shared volume
+has its own pid namespace, where a live writer's pid looks dead (or a dead
+one's looks alive). The hidden names are short whatever `path` is named, so
+any name the filesystem accepts can be published.
 """
 
 __all__ = [
@@ -22,7 +29,10 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import functools
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 
@@ -31,6 +41,16 @@ _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 # What renameat2 answers when libc, the kernel or the filesystem lacks a flag.
 _UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
+# Hidden names are `.{stem}.{token}.{role}`: a stem of at most 24 bytes of
+# the name, `~` and 12 hex digits of its SHA-256 (unique to the name), a
+# 12-hex-digit token per writer, and a role. With the longest role and a
+# kept extension that is at most 1 + 37 + 1 + 12 + 1 + 7 + 64 = 123 bytes,
+# far below the 255 of NAME_MAX, however long the published name is.
+_PREFIX_BYTES = 24
+_DIGEST_DIGITS = _TOKEN_DIGITS = 12
+# Longest extension a temporary file keeps (a format suffix: `.png`, `.svg`).
+_EXTENSION_CHARS = 16
+_NAME_MAX = 255  # where the filesystem cannot be asked (no parent yet)
 
 try:
     _libc_renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
@@ -70,6 +90,17 @@ def _exists_error(path):
     )
 
 
+def _check_name_length(path):
+    """Refuses a name the filesystem would refuse, before any work."""
+    parent, name = os.path.split(path)
+    try:
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # no parent yet, or no such setting
+        limit = _NAME_MAX
+    if 0 < limit < len(os.fsencode(name)):
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
+
+
 def _why_not_replace(path, kind, marker):
     real = os.path.realpath(path)
     if os.path.dirname(real) == real:
@@ -103,6 +134,8 @@ def refuse_to_replace(path, overwrite, *, kind="directory", marker="saved_model.
             `"saved_model.pb"`.
 
     Raises:
+        OSError: `ENAMETOOLONG` if the last component of `path` is longer
+            than the filesystem allows.
         FileExistsError: if `path` exists and `overwrite` is false.
         ValueError: if `path` exists, `overwrite` is true, and `path` is `/`,
             the home directory, the current directory or one of its ancestors,
@@ -110,6 +143,7 @@ def refuse_to_replace(path, overwrite, *, kind="directory", marker="saved_model.
             `kind="directory"`) or not a regular file (for `kind="file"`).
     """
     path = check_path(path)
+    _check_name_length(path)
     if not os.path.lexists(path):
         return
     if not overwrite:
@@ -160,69 +194,213 @@ def _remove(path):
             os.unlink(path)
 
 
-def _alive(pid):
+class _Siblings:
+    """The hidden names beside `path` that its writers use.
+
+    `.{stem}.{token}.lock` is a writer's lock, held for the writer's whole
+    life; `.{stem}.{token}.partial` (plus the extension of `path`, if short)
+    its staging; `.{stem}.{token}.old` the old content during a fallback
+    swap; `.{stem}.publishing.lock` serializes fallback publications.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.parent, name = os.path.split(path)
+        raw = os.fsencode(name)
+        prefix = name
+        while len(os.fsencode(prefix)) > _PREFIX_BYTES:  # whole characters only
+            prefix = prefix[:-1]
+        digest = hashlib.sha256(raw).hexdigest()[:_DIGEST_DIGITS]
+        self.stem = f"{prefix}~{digest}"
+        extension = os.path.splitext(name)[1]
+        self.extension = extension if len(extension) <= _EXTENSION_CHARS else ""
+        self._lock = re.compile(
+            rf"\.{re.escape(self.stem)}\.([0-9a-f]{{{_TOKEN_DIGITS}}})\.lock"
+        )
+
+    def of(self, token, role):
+        return os.path.join(self.parent, f".{self.stem}.{token}.{role}")
+
+    def debris(self, token):
+        """Everything a writer with `token` may leave besides its lock."""
+        roles = ("partial", "partial" + self.extension, "old")
+        return [self.of(token, role) for role in dict.fromkeys(roles)]
+
+    def publishing_lock(self):
+        return os.path.join(self.parent, f".{self.stem}.publishing.lock")
+
+    def tokens(self, entries):
+        """The tokens of the writer locks among directory `entries`."""
+        return [m.group(1) for m in map(self._lock.fullmatch, entries) if m]
+
+
+def _same_file(fd, path):
+    """Whether `path` still names the file open as `fd`."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        named = os.lstat(path)
+    except FileNotFoundError:
         return False
-    except PermissionError:  # alive, owned by another user
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _claim(lock):
+    """Takes the lock file `lock` if no one holds it: an fd, or None.
+
+    A lock file is only ever unlinked by a process holding its lock, so a
+    lock taken on a file that `lock` still names cannot be held by anyone
+    else; one taken on an unlinked file proves nothing and is given back.
+    """
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:  # gone, or not ours to lock: spare it
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _same_file(fd, lock):
+            return fd
+    except OSError:  # held: its writer is alive
         pass
-    return True
-
-
-def _sibling(parent, name, role):
-    return os.path.join(parent, f".{name}.{role}-{os.getpid()}-{os.urandom(6).hex()}")
+    os.close(fd)
+    return None
 
 
 @contextlib.contextmanager
-def _locked(path):
-    """Serializes the fallback check-and-rename with other writers of `path`."""
-    parent, name = os.path.split(path)
-    fd = os.open(os.path.join(parent, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
-    try:
+def _serialized(siblings):
+    """Serializes the fallback check-and-rename with other writers of `path`.
+
+    The lock file is unlinked by its holder before the lock is released, so
+    no file stays behind; a waiter that wakes holding an unlinked file
+    starts again on the file `path` names now.
+    """
+    lock = siblings.publishing_lock()
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         fcntl.flock(fd, fcntl.LOCK_EX)
+        if _same_file(fd, lock):
+            break
+        os.close(fd)
+    try:
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)
         os.close(fd)
 
 
-def _recover(parent, name):
-    """Restores or removes what killed runs left for `name`; spares live pids."""
+def _clean(siblings, token):
+    """Removes a writer's debris, then its lock file (the caller holds it).
+
+    A lock file whose debris could not all be removed stays (unlocked once
+    its holder closes it), so that the next run for `path` tries again.
+    """
+    debris = siblings.debris(token)
+    for path in debris:
+        _remove(path)
+    if not any(os.path.lexists(path) for path in debris):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(siblings.of(token, "lock"))
+
+
+def _recover(siblings):
+    """Restores or removes what killed runs left; spares every held lock."""
     try:
-        entries = os.listdir(parent)
-    except FileNotFoundError:
+        entries = os.listdir(siblings.parent)
+    except (FileNotFoundError, NotADirectoryError):
         return
-    for entry in entries:
-        for role in ("partial", "old"):
-            prefix = f".{name}.{role}-"
-            pid, dash, _ = entry[len(prefix) :].partition("-")
-            if not (entry.startswith(prefix) and dash and pid.isdigit()):
-                continue
-            if _alive(int(pid)):  # a concurrent export: its debris is its work
-                continue
-            debris, path = os.path.join(parent, entry), os.path.join(parent, name)
-            # An `.old-` without `path` is an export killed mid-swap: put it back.
-            if role == "old" and not os.path.lexists(path):
+    for token in siblings.tokens(entries):
+        fd = _claim(siblings.of(token, "lock"))
+        if fd is None:  # a live writer (in any pid namespace): its work
+            continue
+        old = siblings.of(token, "old")
+        try:
+            # An `.old` without `path` is an export killed mid-swap: put it back.
+            if os.path.lexists(old) and not os.path.lexists(siblings.path):
                 with contextlib.suppress(FileNotFoundError, FileExistsError):
-                    _publish_new(debris, path)
-            _remove(debris)
+                    _publish(old, siblings, False, None)
+            _clean(siblings, token)
+        finally:
+            os.close(fd)
+    if os.path.basename(siblings.publishing_lock()) in entries:
+        fd = _claim(siblings.publishing_lock())  # left by a writer killed in it
+        if fd is not None:
+            try:
+                os.unlink(siblings.publishing_lock())
+            finally:
+                os.close(fd)
 
 
-def _publish_new(staging, path):
-    if _rename2(staging, path, _RENAME_NOREPLACE):
-        return
-    with _locked(path):
-        if os.path.lexists(path):
+@contextlib.contextmanager
+def _writer(siblings):
+    """A fresh token whose lock this writer holds until the context ends."""
+    while True:
+        token = os.urandom(_TOKEN_DIGITS // 2).hex()
+        lock = siblings.of(token, "lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:  # another writer's token: draw again
+            continue
+        # A recovery may take the lock between the create and the flock, and
+        # then unlinks the file: draw again rather than hold a lost lock.
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _same_file(fd, lock):
+                break
+        except BlockingIOError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield token
+    finally:
+        try:
+            _clean(siblings, token)
+        finally:
+            os.close(fd)
+
+
+def _publish(staging, siblings, overwrite, refuse, kind="directory", old=None):
+    """Puts `staging` at `path`, replacing what is there only if `overwrite`.
+
+    `refuse(path)` raises if the content at `path` may not be replaced. A
+    directory replaces one with `RENAME_EXCHANGE` (no moment without
+    `path`; the old content is left at `staging`), a file with one rename.
+    Where `renameat2` lacks a flag, the check and the renames run under
+    the publishing lock, an existing directory moving to `old` meanwhile.
+    """
+    path = siblings.path
+    while True:
+        exists = os.path.lexists(path)
+        if exists and not overwrite:
             raise _exists_error(path)
-        os.rename(staging, path)
-
-
-def _swap(staging, path):
-    """Puts `staging` at `path`; the old content is removed or left at `staging`."""
-    if _rename2(staging, path, _RENAME_EXCHANGE):
-        return
-    with _locked(path):
-        old = _sibling(*os.path.split(path), "old")
+        if exists:
+            refuse(path)
+        try:
+            if exists and kind == "file":
+                os.replace(staging, path)
+                return
+            flags = _RENAME_EXCHANGE if exists else _RENAME_NOREPLACE
+            if _rename2(staging, path, flags):
+                return
+            break
+        except (FileExistsError, FileNotFoundError):
+            # `path` appeared or vanished since it was looked at: a
+            # concurrent writer. Look again, unless overwriting was not asked
+            # for or the staging is what is missing.
+            if not (overwrite and os.path.lexists(staging)):
+                raise
+    with _serialized(siblings):
+        if not os.path.lexists(path):
+            os.rename(staging, path)
+            return
+        if not overwrite:
+            raise _exists_error(path)
+        refuse(path)
+        if kind == "file":
+            os.replace(staging, path)
+            return
         os.rename(path, old)
         try:
             os.rename(staging, path)
@@ -240,42 +418,66 @@ def _chmod_tree(root, dir_mode):
                 os.chmod(os.path.join(here, file), dir_mode & 0o666)
 
 
+def _name_the_user_path(error, siblings, staging):
+    """Makes an OSError name `path`, not the hidden names beside it.
+
+    A path inside `staging` becomes the same path inside `path`; any other
+    hidden sibling (a lock, the old content) becomes `path` itself.
+    """
+    hidden = os.path.join(siblings.parent, f".{siblings.stem}.")
+    for attribute in ("filename", "filename2"):
+        name = getattr(error, attribute)
+        if not isinstance(name, str):
+            continue
+        if staging and (name == staging or name.startswith(staging + os.sep)):
+            setattr(error, attribute, siblings.path + name[len(staging) :])
+        elif name.startswith(hidden):
+            setattr(error, attribute, siblings.path)
+
+
 @contextlib.contextmanager
 def _staged(path, overwrite, kind, marker):
     path = check_path(path)
-    parent, name = os.path.split(path)
-    _recover(parent, name)
+    siblings = _Siblings(path)
+    _recover(siblings)
     refuse_to_replace(path, overwrite, kind=kind, marker=marker)
-    os.makedirs(parent, exist_ok=True)
-    staging = _sibling(parent, name, "partial")
-    # Modes 0o777 and 0o666 let the umask apply, as it does for `model.export`
-    # (mkdtemp and mkstemp force 0700 and 0600); reading the result back
-    # avoids calling os.umask(), which would race with other threads.
-    if kind == "file":
-        staging += os.path.splitext(name)[1]  # for writers that infer the format
-        os.close(os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    else:
-        os.mkdir(staging, 0o777)
+    os.makedirs(siblings.parent, exist_ok=True)
+    staging = None
     try:
-        dir_mode = os.stat(staging).st_mode & 0o777
-        yield staging
-        if kind == "directory":
-            _chmod_tree(staging, dir_mode)
-        if not (overwrite and os.path.lexists(path)):
-            _publish_new(staging, path)
-        else:
-            refuse_to_replace(path, overwrite, kind=kind, marker=marker)
-            (os.replace if kind == "file" else _swap)(staging, path)
-    finally:
-        _remove(staging)
+        with _writer(siblings) as token:
+            staging = siblings.of(token, "partial")
+            # Modes 0o777 and 0o666 let the umask apply, as it does for
+            # `model.export` (mkdtemp and mkstemp force 0700 and 0600);
+            # reading the result back avoids calling os.umask(), which would
+            # race with other threads.
+            if kind == "file":
+                staging += siblings.extension  # for writers that infer the format
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                os.close(os.open(staging, flags, 0o666))
+            else:
+                os.mkdir(staging, 0o777)
+            dir_mode = os.stat(staging).st_mode & 0o777
+            yield staging
+            if kind == "directory":
+                _chmod_tree(staging, dir_mode)
+            refuse = functools.partial(
+                refuse_to_replace, overwrite=True, kind=kind, marker=marker
+            )
+            old = siblings.of(token, "old")
+            _publish(staging, siblings, overwrite, refuse, kind, old)
+    except OSError as error:
+        _name_the_user_path(error, siblings, staging)
+        raise
 
 
 def atomic_directory(path, *, overwrite=False, marker="saved_model.pb"):
     """Context manager: a staging directory, published at `path` on success.
 
     Debris of earlier killed runs for the same `path` is restored or removed
-    first. On any exception the staging directory is removed and an existing
-    `path` is left as it was.
+    first (never a live writer's, in whatever pid namespace it runs). On any
+    exception the staging directory is removed and an existing `path` is
+    left as it was; an `OSError` names paths under `path`, never under the
+    staging directory.
 
     Args:
         path: str or os.PathLike. The directory to create.
@@ -298,8 +500,9 @@ def atomic_directory(path, *, overwrite=False, marker="saved_model.pb"):
 def atomic_file(path, *, overwrite=False):
     """Context manager: a temporary file, renamed to `path` on success.
 
-    The temporary file keeps the extension of `path`, so writers that infer
-    the format from it (such as matplotlib's `savefig`) still do.
+    The temporary file keeps the extension of `path` (up to 16 characters),
+    so writers that infer the format from it (such as matplotlib's
+    `savefig`) still do.
 
     Args:
         path: str or os.PathLike. The file to create.

@@ -3,24 +3,21 @@
 `.keras` files on every backend and across backends, SavedModels from
 `model.export` and `export_saved_model` (TensorFlow, JAX, tf-keras) and their
 reload without keras_posenc, the committed v0.1.0 export, the standalone
-encoder of `export_encoder`, what an export may never do to a user's files,
-and the compilers and engines a model meets on the way (XLA, tf.distribute,
-LiteRT, JAX data parallelism). Subprocesses are used only where a fresh
-interpreter is the point (another backend, no package, device counts).
+encoder of `export_encoder`, and the compilers and engines a model meets on
+the way (XLA, tf.distribute, LiteRT, JAX data parallelism). What an export
+may do to a user's files is tested in test_files.py. Subprocesses are used
+only where a fresh interpreter is the point (another backend, no package,
+device counts).
 """
 
 import hashlib
 import importlib.util
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -39,7 +36,6 @@ from _helpers import (
 )
 
 from keras_posenc import SinusoidalPositionEncoding, export_encoder, export_saved_model
-from keras_posenc._files import exchange_supported
 from keras_posenc.export import EXPORT_BACKENDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -757,234 +753,6 @@ def test_export_encoder_replaces_only_when_asked(tmp_path):
     export_encoder(path, 6, overwrite=True)
     assert _encode(_tf().saved_model.load(path), [[1]]).shape == (1, 1, 6)
     assert os.listdir(tmp_path) == ["encoder"]
-
-
-# -- what an export may do to a user's files ------------------------------------------
-
-
-@pytest.mark.parametrize("path", [None, 123, b"export"], ids=["None", "int", "bytes"])
-def test_export_path_must_be_a_str_or_path(tmp_path, path):
-    # A TypeError naming `path`, on every backend, before anything else.
-    with pytest.raises(
-        TypeError,
-        match=r"invalid value for `path`.*Received: path=" + re.escape(repr(path)),
-    ):
-        export_saved_model(_model(), path, overwrite=True)
-
-
-def test_export_overwrite_must_be_a_bool(tmp_path):
-    # overwrite="yes" is a ValueError naming `overwrite`; nothing is written.
-    with pytest.raises(
-        ValueError, match=r"`overwrite`, expected a bool\. Received: overwrite='yes'"
-    ):
-        export_saved_model(_model(), tmp_path / "export", overwrite="yes")
-    assert os.listdir(tmp_path) == []
-
-
-def _user_files(root):
-    """A directory tree of someone's files, fake SavedModel marker included."""
-    (root / "project" / "src").mkdir(parents=True)
-    for name in ["notes.txt", "project/data.csv", "project/src/main.py"]:
-        (root / name).write_text(f"{name}: keep me\n")
-    for folder in ["", "project", "project/src"]:
-        (root / folder / "saved_model.pb").write_bytes(b"not really")
-    os.chmod(root / "notes.txt", 0o600)
-
-
-def test_export_refuses_an_empty_path(tmp_path, monkeypatch):
-    # "" is refused with overwrite=True (never read as the current directory).
-    _user_files(tmp_path)
-    monkeypatch.chdir(tmp_path / "project")
-    before = _snapshot(tmp_path)
-    with pytest.raises(ValueError) as raised:
-        export_saved_model(_model(), "", overwrite=True)
-    assert str(raised.value) == (
-        "Received an invalid value for `path`, expected a non-empty str or "
-        "os.PathLike path. Received: path=''"
-    )
-    assert _snapshot(tmp_path) == before
-
-
-@exporting
-@pytest.mark.parametrize(
-    "target, reason",
-    [
-        (".", "it is the current directory or one of its ancestors"),
-        ("..", "it is the current directory or one of its ancestors"),
-        ("{cwd}", "it is the current directory or one of its ancestors"),
-        ("{home}", "it is the home directory"),
-    ],
-    ids=["dot", "parent", "cwd", "home"],
-)
-def test_export_never_replaces_cwd_its_ancestors_or_home(
-    tmp_path, monkeypatch, target, reason
-):
-    # Even holding a saved_model.pb and with overwrite=True: a one-line
-    # ValueError naming the path, and every file untouched byte for byte.
-    home = tmp_path / "home"
-    home.mkdir()
-    _user_files(home)
-    cwd = home / "project" / "src"
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.chdir(cwd)
-    path = target.format(cwd=cwd, home=home)
-    before = _snapshot(tmp_path)
-    with pytest.raises(ValueError) as raised:
-        export_saved_model(_model(), path, overwrite=True)
-    message = str(raised.value)
-    assert message == f"Refusing to overwrite {os.path.abspath(path)!r}: {reason}."
-    assert "\n" not in message
-    assert _snapshot(tmp_path) == before
-
-
-@exporting
-def test_export_never_replaces_the_root_directory():
-    # "/" is refused by name, with overwrite=True.
-    with pytest.raises(ValueError, match=r"^Refusing to overwrite '/': it is the root"):
-        export_saved_model(_model(), "/", overwrite=True)
-
-
-@exporting
-@pytest.mark.parametrize("kind", ["directory", "file", "symlink"])
-def test_overwrite_replaces_only_a_saved_model_directory(tmp_path, kind):
-    # With overwrite=True a directory without saved_model.pb, a file, or a
-    # symlink (even to a SavedModel) is refused; nothing changes.
-    _user_files(tmp_path / "real")
-    (tmp_path / "real" / "project" / "saved_model.pb").unlink()
-    target = {
-        "directory": tmp_path / "real" / "project",
-        "file": tmp_path / "real" / "notes.txt",
-        "symlink": tmp_path / "link",
-    }[kind]
-    if kind == "symlink":
-        os.symlink(tmp_path / "real", target)
-    reason = {
-        "directory": r"it is not a SavedModel directory \(no saved_model\.pb inside\)",
-        "file": r"it is not a SavedModel directory",
-        "symlink": r"it is a symlink",
-    }[kind]
-    before = _snapshot(tmp_path)
-    refusal = rf"^Refusing to overwrite '{re.escape(str(target))}': {reason}"
-    with pytest.raises(ValueError, match=refusal):
-        export_saved_model(_model(), target, overwrite=True)
-    assert _snapshot(tmp_path) == before
-
-
-@exporting
-@pytest.mark.parametrize("kind", ["saved_model", "empty", "file"])
-def test_export_never_overwrites_unasked(tmp_path, kind):
-    # Without overwrite, any existing path is a FileExistsError naming the
-    # way to replace it, and stays as it was.
-    target = tmp_path / "export"
-    if kind == "file":
-        target.write_text("mine")
-    else:
-        target.mkdir()
-        if kind == "saved_model":
-            (target / "saved_model.pb").write_bytes(b"old")
-    before = _snapshot(tmp_path)
-    with pytest.raises(
-        FileExistsError,
-        match=rf"^Refusing to replace the existing path '{re.escape(str(target))}'"
-        r"\. Pass overwrite=True",
-    ):
-        export_saved_model(_model(), target)
-    assert _snapshot(tmp_path) == before
-
-
-@exporting
-def test_exported_files_follow_the_umask(tmp_path, saved_models):
-    # Under umask 022 the export is 0755 directories and 0644 files, like
-    # model.export writes (not the 0700 of a private temporary directory).
-    old = os.umask(0o022)
-    try:
-        path = export_saved_model(saved_models["compute"][0], tmp_path / "export")
-    finally:
-        os.umask(old)
-    modes = {name: mode for name, (mode, _) in _snapshot(path).items()}
-    assert oct(os.stat(path).st_mode & 0o777) == "0o755"
-    for name, mode in modes.items():
-        expected = "0o40755" if os.path.isdir(os.path.join(path, name)) else "0o100644"
-        assert mode == expected, name
-
-
-@exporting
-def test_overwrite_replaces_an_export_without_a_gap(tmp_path, saved_models):
-    # overwrite=True swaps in the new export in one step (renameat2
-    # RENAME_EXCHANGE where the filesystem has it): a reader polling
-    # saved_model.pb during the export never misses it; no debris is left.
-    old_model, old_paths = saved_models["compute"]
-    new_model = saved_models["lookup"][0]
-    path = tmp_path / "export"
-    shutil.copytree(old_paths["export_saved_model"], path)
-    missing, done = [], threading.Event()
-
-    def read():
-        while not done.is_set():
-            if not os.path.isfile(path / "saved_model.pb"):
-                missing.append(True)
-            time.sleep(0)  # let the export run
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    try:
-        export_saved_model(new_model, path, overwrite=True)
-    finally:
-        done.set()
-        reader.join()
-    if exchange_supported(tmp_path):  # else two renames: a short gap
-        assert not missing
-    x = random_inputs(2, 9)
-    assert _max_diff(_serve(path, x), to_numpy(new_model(x))) <= SAME
-    assert _max_diff(to_numpy(new_model(x)), to_numpy(old_model(x))) > 1e-3
-    assert os.listdir(tmp_path) == ["export"]
-
-
-def _fail_midway(monkeypatch, model):
-    """Makes the export write a partial saved_model.pb, then fail."""
-
-    def failing(self, filepath, *args, **kwargs):
-        with open(os.path.join(filepath, "saved_model.pb"), "wb") as f:
-            f.write(b"partial")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(type(model), "save" if LEGACY else "export", failing)
-
-
-@exporting
-def test_failed_overwrite_keeps_the_old_export(tmp_path, saved_models, monkeypatch):
-    # A write that fails midway leaves the old export byte for byte, still
-    # serving, and no staging debris beside it.
-    model, paths = saved_models["compute"]
-    path = tmp_path / "export"
-    shutil.copytree(paths["export_saved_model"], path)
-    before = _snapshot(tmp_path)
-    _fail_midway(monkeypatch, model)
-    with pytest.raises(OSError, match="disk full"):
-        export_saved_model(model, path, overwrite=True)
-    monkeypatch.undo()
-    assert _snapshot(tmp_path) == before
-    x = random_inputs(1, 5)
-    assert _max_diff(_serve(path, x), to_numpy(model(x))) <= SAME
-
-
-@exporting
-def test_failed_export_leaves_nothing(tmp_path, saved_models, monkeypatch):
-    # A new export that fails midway leaves no path and no debris.
-    model = saved_models["compute"][0]
-    _fail_midway(monkeypatch, model)
-    with pytest.raises(OSError, match="disk full"):
-        export_saved_model(model, tmp_path / "export")
-    assert os.listdir(tmp_path) == []
-
-
-@exporting
-def test_export_returns_the_absolute_path(tmp_path, monkeypatch, saved_models):
-    # A relative path is resolved against the current directory and returned.
-    monkeypatch.chdir(tmp_path)
-    path = export_saved_model(saved_models["lookup"][0], "relative")
-    assert path == str(tmp_path / "relative")
-    assert os.path.isfile(os.path.join(path, "saved_model.pb"))
 
 
 # -- compilers and engines ------------------------------------------------------------
