@@ -36,7 +36,7 @@ import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from keras_posenc import _rope_scaling  # noqa: E402
+from keras_posenc._rope_config import RopeConfig  # noqa: E402
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin  # noqa: E402
 
 BACKEND = keras.backend.backend()
@@ -65,7 +65,7 @@ GOAL = 1.10  # ours / floor, tf.function and jax.jit
 
 def precision_rows(dim=PRECISION_DIM, window=WINDOW):
     """Max |error| of cos and sin per method and landmark position."""
-    freqs = _rope_scaling.frequencies(None, dim, 10000.0)
+    freqs = np.array(RopeConfig.build().frequencies(dim))
     inv32 = freqs.astype(np.float32)
     rows = {"ours": {}, "naive float32": {}, "bfloat16 positions": {}}
     for end in LANDMARKS:

@@ -99,7 +99,7 @@ def materialize(*tables):
 def not_autograph(fn):
     """Runs `fn` as plain Python inside a user's `tf.function`.
 
-    Autograph would otherwise rewrite the caller, `_checks`, `_engine` and
+    Autograph would otherwise rewrite the caller, `_positions`, `_engine` and
     the Keras ops they call on the first trace (seconds), for no gain: no
     Python branch of ours depends on a tensor's value.
     """

@@ -1,26 +1,25 @@
 """Rotary position embeddings (RoPE), exact to float32 rounding at every position."""
 
 import functools
-import json
 
+import numpy as np
 from keras import backend, ops
 
-from keras_posenc import _arguments, _backend, _engine, _positions, _rope_scaling
+from keras_posenc import _arguments, _backend, _engine, _hf_config, _positions
 from keras_posenc._keras import PositionLayer, keras, output_shape
+from keras_posenc._rope_config import (
+    LAYOUTS,
+    MAX_ROTARY_DIM,
+    RopeConfig,
+    check_rotary_dim,
+)
 from keras_posenc._rows import ComputedRows
 
 
 @functools.lru_cache(maxsize=64)
-def _plan(scaling_json, max_wavelength, dim, given):
-    """(rows of ``[sin | cos]``, attention factor) for one option set, cached."""
-    scaling = json.loads(scaling_json)
-    if given is None:
-        given = tuple(_rope_scaling.frequencies(scaling, dim, max_wavelength))
-    return _row_source(given), _rope_scaling.attention_factor(scaling)
-
-
-def _row_source(frequencies):
-    return ComputedRows(_engine.rotary_encoder(frequencies))
+def _row_source(config, dim):
+    """The engine's rows ``[sin | cos]`` for one configuration, cached."""
+    return ComputedRows(_engine.rotary_encoder(config.frequencies(dim)))
 
 
 def _tables(rows, dim, attention, layout, signed):
@@ -37,6 +36,19 @@ def _tables(rows, dim, attention, layout, signed):
     return tuple(ops.reshape(t, shape) for t in pairs)
 
 
+def _by_section(tables, channel_rows):
+    """Each column from the table of its position row (multimodal sections).
+
+    `tables` are the rows ``[sin | cos]`` of the temporal, height and width
+    positions; a selection, so equal positions give plain RoPE's bits.
+    """
+    column_rows = np.tile(np.array(channel_rows), 2)
+    out = tables[2]
+    for row in (1, 0):
+        out = ops.where(column_rows == row, tables[row], out)
+    return out
+
+
 def _swap(x, dim, layout):
     """Halves or (2i, 2i+1) pairs swapped: one reverse of a size-2 axis (one
     pass in TF graphs, fused by XLA, a TFLite builtin, unlike `tf.roll`)."""
@@ -48,13 +60,27 @@ def _swap(x, dim, layout):
     )
 
 
+def _rotate(x, cos, sin, layout, dim, features):
+    """``x * cos + swap(x) * sin`` on the first `dim` of `features` features.
+
+    `sin` carries the rotation's sign. The one rotation of this module:
+    float32 maths (float64 for float64 inputs), cast once to the input dtype.
+    """
+    dtype = _backend.dtype_name(x)
+    work = "float64" if dtype == "float64" else "float32"
+    cos, sin = ops.cast(cos, work), ops.cast(sin, work)
+    rotated = ops.cast(x[..., :dim] if dim < features else x, work)
+    out = ops.cast(rotated * cos + _swap(rotated, dim, layout) * sin, dtype)
+    if dim < features:
+        out = ops.concatenate([out, x[..., dim:]], axis=-1)
+    return out
+
+
 @functools.lru_cache(maxsize=64)
 def _rotation(attention, layout, seq, rank, dim, features, batched):
-    """``x -> x * cos + swap(x) * sin`` (first `dim` features), compiled once.
+    """`_rotate` with the `[L, dim]` (or `[B, L, dim]`) tables, compiled once.
 
-    The `[L, dim]` (or `[B, L, dim]`) tables are built once per call and
-    broadcast over every other axis; the maths run in float32 (float64
-    inputs stay float64) and the result is cast once to the input dtype.
+    The tables are built once per call and broadcast over every other axis.
     """
 
     def rotate(x, table):
@@ -66,16 +92,66 @@ def _rotation(attention, layout, seq, rank, dim, features, batched):
         shape[seq], shape[-1] = ops.shape(cos)[-2], dim
         if batched:
             shape[0] = ops.shape(cos)[0]
-        dtype = _backend.dtype_name(x)
-        work = "float64" if dtype == "float64" else "float32"
-        cos, sin = (ops.cast(ops.reshape(t, shape), work) for t in (cos, sin))
-        rotated = ops.cast(x[..., :dim] if dim < features else x, work)
-        out = ops.cast(rotated * cos + _swap(rotated, dim, layout) * sin, dtype)
-        if dim < features:
-            out = ops.concatenate([out, x[..., dim:]], axis=-1)
-        return out
+        cos, sin = (ops.reshape(t, shape) for t in (cos, sin))
+        return _rotate(x, cos, sin, layout, dim, features)
 
     return _backend.compile_function(rotate)
+
+
+def _sign(dim, layout):
+    """-1 on the first feature of each rotated pair, +1 on the second."""
+    index = np.arange(dim)
+    first = index < dim // 2 if layout == "half" else index % 2 == 0
+    return np.where(first, -1.0, 1.0)
+
+
+@_backend.not_autograph
+def apply_rotary(x, cos, sin, layout="half"):
+    """Rotates the first ``cos.shape[-1]`` features of `x` by RoPE angles.
+
+    The rotation of Su et al., "RoFormer" (2021),
+    https://arxiv.org/abs/2104.09864: each feature pair ``(a, b)`` becomes
+    ``(a cos - b sin, b cos + a sin)``; pairs are ``(i, i + d/2)`` with
+    `layout="half"` and ``(2i, 2i+1)`` with `"interleaved"`; the features
+    past ``d = cos.shape[-1]`` pass through. The building block of
+    `RotaryEmbedding` (the same function), for attention code of your own,
+    with `cos` and `sin` from `rotary_cos_sin` (same `layout`).
+
+    Args:
+        x: floating tensor ``[..., features]``.
+        cos, sin: float tensors ``[..., d]`` of one shape, broadcastable
+            against ``x[..., :d]`` (e.g. ``cos[:, None]`` for `x` of shape
+            ``[length, heads, features]``); `d` even, at most `features`.
+        layout: `"half"` or `"interleaved"`. Defaults to `"half"`.
+
+    Returns:
+        `x` rotated: same shape and dtype, computed in float32 (float64 for
+        float64 inputs) and cast once.
+
+    Example:
+
+    >>> from keras_posenc.rotary import apply_rotary
+    >>> q = np.ones((8, 2, 64), "float32")  # [length, heads, dim]
+    >>> cos, sin = keras_posenc.rotary_cos_sin(np.arange(8), 64)
+    >>> rotated = apply_rotary(q, cos[:, None], sin[:, None])
+    >>> tuple(rotated.shape)
+    (8, 2, 64)
+    """
+    layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    x, cos, sin = (ops.convert_to_tensor(t) for t in (x, cos, sin))
+    dtype, features = _backend.dtype_name(x), x.shape[-1]
+    if not backend.is_float_dtype(dtype) or not _arguments.is_int(features):
+        expected = "a floating tensor with a known last dimension"
+        raise _arguments.invalid("x", expected, f"<dtype={dtype} shape={x.shape}>")
+    dim = cos.shape[-1]
+    if tuple(sin.shape) != tuple(cos.shape):
+        expected = f"the shape of `cos` {tuple(cos.shape)}"
+        raise _arguments.invalid("sin", expected, f"<shape={tuple(sin.shape)}>")
+    if not _arguments.is_int(dim) or dim <= 0 or dim % 2 or dim > features:
+        expected = f"a positive even last dimension, at most {features} (`x`'s)"
+        raise _arguments.invalid("cos", expected, f"<shape={tuple(cos.shape)}>")
+    signed = sin * _sign(dim, layout).astype(_backend.dtype_name(sin))
+    return _rotate(x, cos, signed, layout, dim, features)
 
 
 @_backend.not_autograph
@@ -95,15 +171,17 @@ def rotary_cos_sin(
     the frequencies in use) at every position in `[-2**31, 2**31)`.
 
     Args:
-        positions: int array or tensor, rank 0 to 3.
-        dim: int. The rotary dimension (even).
+        positions: int array or tensor, rank 0 to 3. With an
+            `mrope_section`, rank 3 means ``[3, batch, length]`` (temporal,
+            height, width) as in transformers; lower ranks are text.
+        dim: int. The rotary dimension (even, at most 65536).
         max_wavelength, rope_scaling, layout, inverse_frequencies: as in
             `RotaryEmbedding`.
 
     Returns:
-        `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`:
-        `[c | c]` with `layout="half"`, `[c0, c0, c1, c1, ...]` with
-        `"interleaved"`.
+        `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
+        (``[batch, length, dim]`` for multimodal positions): `[c | c]` with
+        `layout="half"`, `[c0, c0, c1, c1, ...]` with `"interleaved"`.
 
     Example:
 
@@ -111,15 +189,77 @@ def rotary_cos_sin(
     >>> tuple(cos.shape)
     (8, 64)
     """
-    dim = _rope_scaling.even_dim(dim, "dim")
-    wavelength, scaling, _, layout, given = _rope_scaling.options(
-        max_wavelength, rope_scaling, dim, layout, inverse_frequencies
-    )
+    dim = check_rotary_dim(dim, "dim")
+    config = RopeConfig.build(max_wavelength, rope_scaling, inverse_frequencies)
+    config.check_dim(dim, "dim")
+    layout = _arguments.check_choice("layout", layout, LAYOUTS)
     parsed = _positions.explicit(
         "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
-    rows, attention = _plan(json.dumps(scaling), wavelength, dim, given)
-    return _tables(rows(parsed), dim, attention, layout, signed=False)
+    table = _row_source(config, dim)(parsed)
+    sections = config.channel_rows(dim)
+    if sections is not None and len(parsed.values.shape) == 3:
+        _check_sections_shape(parsed.values.shape)
+        table = _by_section([table[row] for row in range(3)], sections)
+    return _tables(table, dim, config.attention_factor, layout, signed=False)
+
+
+def _check_sections_shape(shape):
+    if len(shape) != 3 or shape[0] != 3:
+        expected = (
+            "[3, batch, length] positions (temporal, height, width) with an "
+            "'mrope_section', or text positions [length] or [batch, length]"
+        )
+        raise _arguments.invalid("positions", expected, f"<shape={tuple(shape)}>")
+
+
+def _section_table(rows, positions, x, seq, low, sections):
+    """Rows of ``[3, batch, length]`` positions, each column from its row."""
+    shape = positions.shape if hasattr(positions, "shape") else np.shape(positions)
+    _check_sections_shape(shape)
+    tables = []
+    for row in range(3):
+        parsed = _positions.in_call(x, seq, 0, positions[row], low=low)
+        tables.append(rows(parsed))
+    return _by_section(tables, sections)
+
+
+def _rank(value):
+    return len(value.shape) if hasattr(value, "shape") else np.ndim(value)
+
+
+def _axes(shape, sequence_axis, feature_axis):
+    rank, axes = len(shape), []
+    for name, axis in (
+        ("sequence_axis", sequence_axis),
+        ("feature_axis", feature_axis),
+    ):
+        if not (-rank <= axis < rank and axis % rank != 0 and axis % rank not in axes):
+            expected = f"a distinct non-batch axis of inputs of shape {shape}"
+            raise _arguments.invalid(name, expected, axis)
+        axes.append(axis % rank)
+    return axes
+
+
+@functools.lru_cache(maxsize=256)
+def _input_layout(shape, sequence_axis, feature_axis, rotary_dim, config):
+    """``(sequence axis, feature axis, rotary dim)`` for inputs of `shape`."""
+    seq, feat = _axes(shape, sequence_axis, feature_axis)
+    features = shape[feat]
+    dim = rotary_dim or features
+    if not _arguments.is_int(features) or not _arguments.is_int(dim) or dim % 2:
+        expected = "a known, even feature dimension (or an even `rotary_dim`)"
+        raise _arguments.invalid("inputs", expected, f"<shape={shape}>")
+    if dim > features:
+        raise _arguments.invalid("rotary_dim", f"at most {features} features", dim)
+    if dim <= 0 or dim > MAX_ROTARY_DIM:
+        expected = (
+            f"between 2 and {MAX_ROTARY_DIM} features to rotate (or a `rotary_dim` "
+            "in that range)"
+        )
+        raise _arguments.invalid("inputs", expected, f"<shape={shape}>")
+    config.check_dim(dim)
+    return seq, feat, int(dim)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -131,33 +271,38 @@ class RotaryEmbedding(PositionLayer):
     of its position `p`, so that `<R_p q, R_k k>` depends on `p - k` only.
     The frequencies `w_i` follow Hugging Face transformers for every
     `rope_type` (linear; dynamic NTK; [YaRN](https://arxiv.org/abs/2309.00071);
-    Llama 3; [LongRoPE](https://arxiv.org/abs/2402.13753)), computed exactly
-    on the host. cos and sin come from the exact phase engine: within 2e-7
-    at every position in `[-2**31, 2**31)`, where float32 angles lose
-    `p * 2**-24` radians (0.06 at position 2**20). The rotation runs in
-    float32 under 16-bit policies and is cast once at the end; a decoding
-    step gives the bits of the full call. The layer has no weights.
+    Llama 3; [LongRoPE](https://arxiv.org/abs/2402.13753); proportional) and
+    its multimodal sections (Qwen2-VL, Qwen3-VL), computed exactly on the
+    host. cos and sin come from the exact phase engine: within 2e-7 at every
+    position in `[-2**31, 2**31)`, where float32 angles lose `p * 2**-24`
+    radians (0.06 at position 2**20). The rotation runs in float32 under
+    16-bit policies and is cast once at the end; a decoding step gives the
+    bits of the full call. The layer has no weights.
 
     Args:
         max_wavelength: float. The base (`rope_theta`). Defaults to
             `10000.0`.
-        rope_scaling: `None` or a dict with Hugging Face keys, e.g.
-            `{"rope_type": "linear", "factor": 4.0}`; `rope_type` is one of
-            `"default"`, `"linear"`, `"dynamic"` (NTK scaling fixed at
-            construction for a serving length `seq_len`, by default
-            `original_max_position_embeddings`, i.e. unscaled: transformers'
-            per-call update cannot live in a compiled graph), `"yarn"`,
-            `"llama3"`, `"longrope"` (long factors when `seq_len` exceeds
-            `original_max_position_embeddings`). Defaults to `None`.
-        rotary_dim: int. Rotate the first `rotary_dim` features (even) and
-            pass the rest through. Defaults to all features.
+        rope_scaling: `None` or a dict of transformers' `rope_parameters`
+            keys, e.g. `{"rope_type": "linear", "factor": 4.0}`: `rope_type`
+            is one of `"default"`, `"linear"`, `"dynamic"` (NTK scaling
+            fixed at construction for a serving length `seq_len`, by
+            default `original_max_position_embeddings`, i.e. unscaled:
+            transformers' per-call update cannot live in a compiled graph),
+            `"yarn"`, `"llama3"`, `"longrope"` (long factors when `seq_len`
+            exceeds `original_max_position_embeddings`), `"proportional"`.
+            Any type takes `mrope_section` (multimodal RoPE: frequencies
+            per position row, with `positions` `[3, batch, length]`) and
+            `mrope_interleaved`. Every key is applied; any other is refused.
+            Defaults to `None`.
+        rotary_dim: int. Rotate the first `rotary_dim` features (even, at
+            most 65536) and pass the rest through. Defaults to all features.
         layout: `"half"` (rotate_half: Hugging Face, Llama, GPT-NeoX,
             keras-hub) or `"interleaved"` (pairs `(2i, 2i+1)`: GPT-J,
             RoFormer). Defaults to `"half"`.
         inverse_frequencies: a checkpoint's own `inv_freq` array (`rotary_dim
             / 2` values, float32 or float64), used exactly as given;
-            `rope_scaling` then only sets the attention factor. Defaults to
-            `None`.
+            `rope_scaling` then only sets the attention factor and the
+            sections. Defaults to `None`.
         sequence_axis: int. Axis of positions. Defaults to `1`.
         feature_axis: int. Axis of features. Defaults to `-1`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
@@ -168,8 +313,9 @@ class RotaryEmbedding(PositionLayer):
         start_index: int, int scalar tensor or int `[batch]` tensor.
             Position of the first token (cached decoding). Defaults to `0`.
         positions: int tensor `[length]` or `[batch, length]` (left
-            padding, packed sequences); overrides `start_index`. Positions
-            may be negative (a rotation backwards).
+            padding, packed sequences), or `[3, batch, length]` (temporal,
+            height, width) with an `mrope_section`; overrides
+            `start_index`. Positions may be negative (a rotation backwards).
 
     Example:
 
@@ -182,6 +328,7 @@ class RotaryEmbedding(PositionLayer):
         - [Su et al., 2021](https://arxiv.org/abs/2104.09864)
         - [Peng et al., 2023 (YaRN)](https://arxiv.org/abs/2309.00071)
         - [Ding et al., 2024 (LongRoPE)](https://arxiv.org/abs/2402.13753)
+        - [Wang et al., 2024 (Qwen2-VL, M-RoPE)](https://arxiv.org/abs/2409.12191)
     """
 
     def __init__(
@@ -195,16 +342,18 @@ class RotaryEmbedding(PositionLayer):
         feature_axis=-1,
         **kwargs,
     ):
-        options = _rope_scaling.options(
-            max_wavelength, rope_scaling, rotary_dim, layout, inverse_frequencies
+        config = RopeConfig.build(
+            max_wavelength, rope_scaling, inverse_frequencies, rotary_dim
         )
-        axes = _rope_scaling.axes_arguments(sequence_axis, feature_axis)
+        layout = _arguments.check_choice("layout", layout, LAYOUTS)
+        sequence_axis = _arguments.check_int("sequence_axis", sequence_axis)
+        feature_axis = _arguments.check_int("feature_axis", feature_axis)
         super().__init__(**kwargs)
         _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
-        self.max_wavelength, scaling, self.rotary_dim, self.layout, given = options
-        # Plain text and tuples: Keras would wrap a dict or list for tracking.
-        self._scaling_json, self._given = json.dumps(scaling), given
-        self.sequence_axis, self.feature_axis = axes
+        self.rope_config = config
+        self.rotary_dim = None if rotary_dim is None else int(rotary_dim)
+        self.layout = layout
+        self.sequence_axis, self.feature_axis = sequence_axis, feature_axis
 
     @classmethod
     def from_hf_config(cls, config, *, seq_len=None, layer_type=None, **kwargs):
@@ -221,20 +370,25 @@ class RotaryEmbedding(PositionLayer):
             layer_type: str. Key of nested per-layer `rope_parameters`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...).
         """
-        return cls(**_rope_scaling.hf_arguments(config, seq_len, layer_type), **kwargs)
+        arguments = _hf_config.rotary_arguments(config, seq_len, layer_type)
+        return cls(**arguments, **kwargs)
+
+    @property
+    def max_wavelength(self):
+        return self.rope_config.max_wavelength
 
     @property
     def rope_scaling(self):
-        return json.loads(self._scaling_json)
+        return self.rope_config.rope_scaling
 
     @property
     def attention_factor(self):
-        return _rope_scaling.attention_factor(self.rope_scaling)
+        return self.rope_config.attention_factor
 
     def _layout(self, shape):
         """(sequence axis, feature axis, rotary dim) for an input shape."""
-        options = (self.sequence_axis, self.feature_axis, self.rotary_dim, self._given)
-        return _rope_scaling.input_layout(tuple(shape), *options)
+        options = (self.sequence_axis, self.feature_axis, self.rotary_dim)
+        return _input_layout(tuple(shape), *options, self.rope_config)
 
     def build(self, input_shape):
         self._layout(input_shape)
@@ -247,14 +401,15 @@ class RotaryEmbedding(PositionLayer):
         seq, feat, dim = self._layout(inputs.shape)
         x = inputs if feat == len(inputs.shape) - 1 else ops.moveaxis(inputs, feat, -1)
         seq -= int(feat < seq)
-        options = (self._scaling_json, self.max_wavelength, dim, self._given)
-        rows, attention = _plan(*options)
-        # RoPE is defined for negative positions.
-        parsed = _positions.in_call(
-            x, seq, start_index, positions, low=_arguments.POSITION_MIN
-        )
-        table = rows(parsed)
+        rows = _row_source(self.rope_config, dim)
+        low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
+        sections = self.rope_config.channel_rows(dim)
+        if sections is not None and positions is not None and _rank(positions) > 2:
+            table = _section_table(rows, positions, x, seq, low, sections)
+        else:
+            table = rows(_positions.in_call(x, seq, start_index, positions, low=low))
         batched = len(table.shape) == 3
+        attention = self.rope_config.attention_factor
         rotate = _rotation(
             attention, self.layout, seq, len(x.shape), dim, x.shape[-1], batched
         )
@@ -266,16 +421,19 @@ class RotaryEmbedding(PositionLayer):
 
     def get_config(self):
         config = super().get_config()
-        given = None if self._given is None else list(self._given)
+        given = self.rope_config.inverse_frequencies
         config.update(
             {
                 "max_wavelength": self.max_wavelength,
                 "rope_scaling": self.rope_scaling,
                 "rotary_dim": self.rotary_dim,
                 "layout": self.layout,
-                "inverse_frequencies": given,
+                "inverse_frequencies": None if given is None else list(given),
                 "sequence_axis": self.sequence_axis,
                 "feature_axis": self.feature_axis,
             }
         )
         return config
+
+
+__all__ = ["RotaryEmbedding", "apply_rotary", "rotary_cos_sin"]

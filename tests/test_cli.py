@@ -86,7 +86,7 @@ def test_missing_command_is_one_line(capsys):
 
 
 def test_choices_reuse_the_allowed_value_tuples():
-    # --mode, --layout and --out-of-range offer exactly the tuples of _checks.
+    # --mode, --layout and --out-of-range offer exactly the tuples of _options.
     parser = cli.build_parser()
     (sub,) = [a for a in parser._actions if a.dest == "command"]
     choices = {

@@ -1,4 +1,5 @@
-"""`RotaryEmbedding`, `rotary_cos_sin`: HF goldens, exactness, decoding, export."""
+"""`RotaryEmbedding`, `rotary_cos_sin`, `apply_rotary`: HF goldens, exactness,
+multimodal sections, decoding, export."""
 
 import json
 import os
@@ -10,8 +11,8 @@ from _helpers import BACKEND, LEGACY, TOL, keras, only_tensorflow, to_numpy
 from keras import backend as keras_backend
 from keras import ops
 
-from keras_posenc import _rope_scaling
-from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
+from keras_posenc._rope_config import RopeConfig
+from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "rope")
 with open(os.path.join(GOLDEN, "cases.json")) as _f:
@@ -224,9 +225,7 @@ def test_golden_frequencies_and_attention_factor_match_hf(case):
     # Our frequencies are HF's formula in float64 (not HF's float32 rounding).
     layer = _from_case(case)
     assert layer.rotary_dim == case["dim"]
-    freqs = _rope_scaling.frequencies(
-        layer.rope_scaling, layer.rotary_dim, layer.max_wavelength
-    )
+    freqs = layer.rope_config.frequencies(layer.rotary_dim)
     want = _golden(case)["inv_freq64"]
     np.testing.assert_allclose(freqs, want, rtol=1e-12, atol=0)
     assert layer.attention_factor == case["attention_factor"]
@@ -277,6 +276,7 @@ def test_golden_q_rotated_matches_hf(case):
 
 # -- Hugging Face configs --------------------------------------------------------
 
+MROPE = {"rope_type": "default", "mrope_section": [1, 1, 2]}
 LLAMA3 = {
     "rope_type": "llama3",
     "factor": 8.0,
@@ -404,19 +404,10 @@ LONG_POSITIONS = np.array(
 )
 
 
-def test_default_frequencies_are_the_formula_rounded_once():
-    # rope_theta ** (-2i / dim) with 40 digits, rounded to float64.
-    import mpmath
-
-    mpmath.mp.dps = 40
-    want = [float(mpmath.mpf(500000) ** (mpmath.mpf(-2 * i) / 128)) for i in range(64)]
-    np.testing.assert_array_equal(_rope_scaling.frequencies(None, 128, 500000.0), want)
-
-
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_cos_sin_within_2e7_up_to_2_31(layout):
     # Against 40-digit mpmath, the float64 frequencies taken as exact.
-    freqs = _rope_scaling.frequencies(None, 32, 10000.0)
+    freqs = np.array(RopeConfig.build().frequencies(32))
     cos, sin = rotary_cos_sin(LONG_POSITIONS, 32, layout=layout)
     want_cos, want_sin = _mp_cos_sin(LONG_POSITIONS, freqs)
     index = (
@@ -451,8 +442,289 @@ def test_rotary_cos_sin_shapes_and_layouts():
     yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
     scaled = to_numpy(rotary_cos_sin(5, 8, rope_scaling=yarn)[0])
     factor = 0.1 * np.log(4.0) + 1.0  # YaRN's attention factor
-    want = np.tile(np.cos(5 * _rope_scaling.frequencies(yarn, 8, 10000.0)), 2) * factor
+    freqs = np.array(RopeConfig.build(rope_scaling=yarn).frequencies(8))
+    want = np.tile(np.cos(5 * freqs), 2) * factor
     np.testing.assert_allclose(scaled, want, rtol=0, atol=TOL * factor)
+
+
+# -- apply_rotary ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_apply_rotary_matches_float64_rotation(layout):
+    # rotary_cos_sin's tables broadcast over heads: the float64 rotation.
+    x = _x((7, 3, 16))
+    positions = 1000 + np.arange(7)
+    cos, sin = rotary_cos_sin(positions, 12, layout=layout)
+    cos, sin = ops.expand_dims(cos, 1), ops.expand_dims(sin, 1)
+    out = to_numpy(apply_rotary(x, cos, sin, layout))
+    want = _rotate64(x[None], positions[:, None] * _default_freqs(12), layout)[0]
+    np.testing.assert_allclose(out, want, rtol=0, atol=_rotation_tol(x))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_apply_rotary_is_the_layer_rotation(layout):
+    # The layer rotates with the same function: its bits (XLA may fuse an FMA).
+    x = _x((2, 9, 2, 16))
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}
+    layer = RotaryEmbedding(rope_scaling=yarn, rotary_dim=8, layout=layout)
+    cos, sin = rotary_cos_sin(70 + np.arange(9), 8, rope_scaling=yarn, layout=layout)
+    out = to_numpy(
+        apply_rotary(x, ops.expand_dims(cos, 1), ops.expand_dims(sin, 1), layout)
+    )
+    want = to_numpy(layer(x, start_index=70))
+    atol = _fma_tol(want) if BACKEND == "jax" else 0
+    np.testing.assert_allclose(out, want, rtol=0, atol=atol)
+
+
+def test_apply_rotary_keeps_the_dtype_and_passes_the_rest_through():
+    x = ops.cast(_x((5, 2, 12)), "float16")
+    cos, sin = rotary_cos_sin(np.arange(5), 4)
+    out = apply_rotary(x, ops.expand_dims(cos, 1), ops.expand_dims(sin, 1))
+    assert keras_backend.standardize_dtype(out.dtype) == "float16"
+    np.testing.assert_array_equal(to_numpy(out)[..., 4:], to_numpy(x)[..., 4:])
+
+
+@pytest.mark.parametrize(
+    "x, table, other, match",
+    [
+        (
+            np.zeros((5, 8), "int32"),
+            (5, 8),
+            (5, 8),
+            r"`x`, expected a floating tensor with a known last dimension",
+        ),
+        (
+            np.zeros((5, 8), "float32"),
+            (5, 8),
+            (5, 4),
+            r"`sin`, expected the shape of `cos` \(5, 8\). "
+            r"Received: sin='<shape=\(5, 4\)>'",
+        ),
+        (
+            np.zeros((5, 8), "float32"),
+            (5, 3),
+            (5, 3),
+            r"`cos`, expected a positive even last dimension, at most 8",
+        ),
+        (
+            np.zeros((5, 8), "float32"),
+            (5, 10),
+            (5, 10),
+            r"`cos`, expected a positive even last dimension, at most 8",
+        ),
+    ],
+    ids=["integer-x", "shapes", "odd", "too-wide"],
+)
+def test_apply_rotary_bad_arguments(x, table, other, match):
+    with pytest.raises(ValueError, match=match):
+        apply_rotary(x, np.ones(table, "float32"), np.zeros(other, "float32"))
+
+
+def test_apply_rotary_bad_layout():
+    with pytest.raises(ValueError, match=r"`layout`, expected one of"):
+        apply_rotary(np.zeros((2, 4), "float32"), np.ones((2, 4)), np.ones((2, 4)), "x")
+
+
+# -- multimodal sections, proportional (goldens of make_golden_extra.py) -------------
+
+with open(os.path.join(GOLDEN, "extra_cases.json")) as _f:
+    EXTRA = json.load(_f)
+EXTRA_IDS = [case["name"] for case in EXTRA]
+MULTIMODAL = [case for case in EXTRA if case["multimodal"]]
+# HF's float32 angles at positions up to 4095 (times |q| <= 3.9): its error.
+EXTRA_HF_TOL = 1e-3
+
+
+def _golden_extra(case):
+    names = ("inv_freq", "inv_freq64", "positions", "cos", "sin", "q", "q_rotated")
+    return {k: np.load(os.path.join(GOLDEN, f"{case['name']}.{k}.npy")) for k in names}
+
+
+def _section_angles(positions, freqs, scaling):
+    """float64 angles ``[B, L, n]`` of ``[3, B, L]`` positions: transformers'
+    recomposition (its `recomposition_frequencies`) written in numpy."""
+    angles = positions[..., None].astype(np.float64) * freqs
+    section = scaling["mrope_section"]
+    if not scaling.get("mrope_interleaved"):
+        ends = np.cumsum([0, *section])
+        parts = [angles[i % 3, ..., ends[i] : ends[i + 1]] for i in range(len(section))]
+        return np.concatenate(parts, axis=-1)
+    out = angles[0].copy()
+    for row in (1, 2):
+        out[..., row : 3 * section[row] : 3] = angles[
+            row, ..., row : 3 * section[row] : 3
+        ]
+    return out
+
+
+def _extra_angles(case, positions, freqs):
+    scaling = case["arguments"]["rope_scaling"]
+    if "mrope_section" not in scaling:
+        return positions[..., None] * freqs
+    return _section_angles(positions, freqs, scaling)
+
+
+@pytest.mark.parametrize("case", EXTRA, ids=EXTRA_IDS)
+def test_extra_goldens_q_rotated_match_hf(case):
+    # With HF's inv_freq: its rotation within its float32 angle error.
+    g = _golden_extra(case)
+    layer = RotaryEmbedding(**case["arguments"], inverse_frequencies=g["inv_freq"])
+    out = to_numpy(layer(g["q"], positions=g["positions"]))
+    np.testing.assert_allclose(out, g["q_rotated"], rtol=0, atol=EXTRA_HF_TOL)
+
+
+@pytest.mark.parametrize("case", EXTRA, ids=EXTRA_IDS)
+def test_extra_goldens_match_float64(case):
+    # Our own frequencies: the float64 rotation of the float64 formula.
+    g, factor = _golden_extra(case), case["attention_factor"]
+    out = to_numpy(
+        RotaryEmbedding(**case["arguments"])(g["q"], positions=g["positions"])
+    )
+    angles = _extra_angles(case, g["positions"], g["inv_freq64"])
+    layout = case["arguments"].get("layout", "half")
+    want = _rotate64(g["q"], angles, layout, factor)
+    np.testing.assert_allclose(out, want, rtol=0, atol=_rotation_tol(g["q"], factor))
+
+
+@pytest.mark.parametrize("case", MULTIMODAL, ids=[c["name"] for c in MULTIMODAL])
+def test_multimodal_cos_sin_within_2e7(case):
+    # rotary_cos_sin of [3, batch, length] positions: HF's inv_freq taken as
+    # exact, within 2e-7 of float64, and HF's own tables within its error.
+    g = _golden_extra(case)
+    arguments = {k: v for k, v in case["arguments"].items() if k != "rotary_dim"}
+    cos, sin = rotary_cos_sin(
+        g["positions"],
+        case["rotary_dim"],
+        inverse_frequencies=g["inv_freq"],
+        **arguments,
+    )
+    angles = _section_angles(
+        g["positions"], g["inv_freq"].astype(np.float64), arguments["rope_scaling"]
+    )
+    n = angles.shape[-1]
+    half = arguments.get("layout", "half") == "half"
+    columns = np.tile(np.arange(n), 2) if half else np.repeat(np.arange(n), 2)
+    np.testing.assert_allclose(to_numpy(cos), np.cos(angles)[..., columns], atol=TOL)
+    np.testing.assert_allclose(to_numpy(sin), np.sin(angles)[..., columns], atol=TOL)
+    np.testing.assert_allclose(to_numpy(cos), g["cos"], rtol=0, atol=HF_TOL * 2)
+
+
+SECTIONS = [
+    {"rope_type": "default", "mrope_section": [2, 3, 3]},
+    {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True},
+]
+
+
+@pytest.mark.parametrize("scaling", SECTIONS, ids=["contiguous", "interleaved"])
+def test_text_only_multimodal_positions_are_plain_rope_bit_for_bit(scaling):
+    # Three equal position rows give the bits of plain RoPE, per call and
+    # in rotary_cos_sin.
+    x = _x((2, 70, 2, 16))
+    text = 2**20 + np.arange(140).reshape(2, 70)
+    three = np.stack([text, text, text])
+    out = RotaryEmbedding(rope_scaling=scaling)(x, positions=three)
+    plain = RotaryEmbedding()(x, positions=text)
+    assert np.array_equal(to_numpy(out), to_numpy(plain))
+    tables = rotary_cos_sin(three, 16, rope_scaling=scaling)
+    plain_tables = rotary_cos_sin(text, 16)
+    for got, want in zip(tables, plain_tables, strict=True):
+        assert np.array_equal(to_numpy(got), to_numpy(want))
+
+
+def test_multimodal_layer_without_grid_positions_is_plain_rope():
+    # start_index and [batch, length] positions are text: plain RoPE's bits.
+    x = _x((2, 9, 2, 16))
+    layer, plain = RotaryEmbedding(rope_scaling=SECTIONS[0]), RotaryEmbedding()
+    assert np.array_equal(
+        to_numpy(layer(x, start_index=5)), to_numpy(plain(x, start_index=5))
+    )
+    positions = np.arange(18).reshape(2, 9)
+    assert np.array_equal(
+        to_numpy(layer(x, positions=positions)), to_numpy(plain(x, positions=positions))
+    )
+
+
+def test_multimodal_decoding_step_is_bit_identical_to_the_full_call():
+    g = _golden_extra(MULTIMODAL[0])
+    layer = RotaryEmbedding(**MULTIMODAL[0]["arguments"])
+    full = to_numpy(layer(g["q"], positions=g["positions"]))
+    steps = [
+        to_numpy(layer(g["q"][:, t : t + 1], positions=g["positions"][..., t : t + 1]))
+        for t in range(g["q"].shape[1])
+    ]
+    np.testing.assert_array_equal(np.concatenate(steps, axis=1), full)
+
+
+@pytest.mark.parametrize("case", EXTRA, ids=EXTRA_IDS)
+def test_extra_configs_round_trip(case):
+    # get_config is plain JSON and gives the same layer.
+    layer = RotaryEmbedding(**case["arguments"])
+    config = json.loads(json.dumps(layer.get_config()))
+    clone = RotaryEmbedding.from_config(config)
+    assert clone.rope_config == layer.rope_config
+    assert clone.get_config() == layer.get_config()
+
+
+# -- bounded work, clear errors ------------------------------------------------------
+
+
+def test_wide_feature_axis_is_refused_when_the_model_is_built():
+    # 2**20 features to rotate: refused by name and bound, before any work.
+    inputs = keras.Input(shape=(None, 1, 2**20))
+    with pytest.raises(
+        ValueError,
+        match=r"`inputs`, expected between 2 and 65536 features to rotate \(or a "
+        r"`rotary_dim` in that range\). Received: inputs='<shape=\(None, None, 1, "
+        r"1048576\)>'",
+    ):
+        RotaryEmbedding()(inputs)
+
+
+def test_wide_input_with_a_small_rotary_dim_is_accepted():
+    # Only the rotated features count: the rest pass through.
+    inputs = keras.Input(shape=(None, 1, 2**20))
+    outputs = RotaryEmbedding(rotary_dim=8)(inputs)
+    assert tuple(outputs.shape) == (None, None, 1, 2**20)
+
+
+def test_keras_file_with_a_wide_input_fails_on_load(tmp_path):
+    # A small .keras file declaring 2**20 features is refused when loaded.
+    import zipfile
+
+    inputs = keras.Input(shape=(None, 1, 16))
+    path, hostile = str(tmp_path / "rope.keras"), str(tmp_path / "wide.keras")
+    keras.Model(inputs, RotaryEmbedding()(inputs)).save(path)
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(hostile, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                data = data.replace(b", 16]", b", 1048576]")
+            target.writestr(item, data)
+    with pytest.raises(ValueError, match=r"expected between 2 and 65536 features"):
+        keras.models.load_model(hostile)
+
+
+def test_zero_features_are_refused():
+    # head_dim 0: one error on every backend (was empty, ZeroDivisionError or
+    # RuntimeError).
+    with pytest.raises(
+        ValueError, match=r"`inputs`, expected between 2 and 65536 features to rotate"
+    ):
+        RotaryEmbedding()(np.zeros((1, 5, 2, 0), "float32"))
+
+
+def test_rotary_cos_sin_dim_is_bounded():
+    with pytest.raises(
+        ValueError,
+        match="^"
+        + re.escape(
+            "Received an invalid value for `dim`, expected a positive even integer "
+            "<= 65536. Received: dim=131072"
+        )
+        + "$",
+    ):
+        rotary_cos_sin(np.arange(2), 2**17)
 
 
 # -- configs, files -----------------------------------------------------------------
@@ -508,120 +780,21 @@ def _exact(message):
     "kwargs, match",
     [
         (
-            {"rope_scaling": {"rope_type": "linear"}},
-            _exact(
-                "Received an invalid value for `rope_scaling`, expected a 'factor' "
-                "key for "
-                "rope_type='linear'. Received: rope_scaling={'rope_type': 'linear'}"
-            ),
-        ),
-        (
-            {"rope_scaling": {"rope_type": "ntk", "factor": 2.0}},
-            r"expected a 'rope_type' key, one of \('default'",
-        ),
-        ({"rope_scaling": "linear"}, r"`rope_scaling`, expected None or a dict"),
-        (
-            {"rope_scaling": {"rope_type": "linear", "factor": 2.0, "scale": 1}},
-            r"not \['scale'\] for rope_type='linear'",
-        ),
-        (
-            {"rope_scaling": {"rope_type": "linear", "factor": -2.0}},
-            r"'factor' to be a finite number > 0",
-        ),
-        (
-            {"rope_scaling": {"rope_type": "linear", "factor": True}},
-            r"'factor' to be a finite number > 0",
-        ),
-        (
-            {"rope_scaling": {**LLAMA3, "low_freq_factor": None}},
-            r"a 'low_freq_factor' key for rope_type='llama3'",
-        ),
-        (
-            {"rope_scaling": {**LLAMA3, "high_freq_factor": 1.0}},
-            r"'high_freq_factor' > 'low_freq_factor'",
-        ),
-        (
-            {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
-            r"a 'original_max_position_embeddings' key",
-        ),
-        (
-            {
-                "rope_scaling": {
-                    "rope_type": "dynamic",
-                    "factor": 2.0,
-                    "original_max_position_embeddings": 2048.5,
-                }
-            },
-            r"'original_max_position_embeddings' to be a positive integer",
-        ),
-        (
-            {
-                "rope_scaling": {
-                    "rope_type": "yarn",
-                    "factor": 2.0,
-                    "original_max_position_embeddings": 64,
-                    "truncate": 1,
-                }
-            },
-            r"'truncate' to be a bool",
-        ),
-        (
-            {
-                "rope_scaling": {
-                    "rope_type": "longrope",
-                    "short_factor": [],
-                    "long_factor": [1.0],
-                    "original_max_position_embeddings": 64,
-                }
-            },
-            r"'short_factor' to be a non-empty list of finite numbers > 0",
-        ),
-        (
-            {
-                "rope_scaling": {
-                    "rope_type": "longrope",
-                    "short_factor": [1.0],
-                    "long_factor": [1.0],
-                    "original_max_position_embeddings": 64,
-                }
-            },
-            r"a 'factor' key \(or an explicit 'attention_factor'\) "
-            r"for rope_type='longrope'",
-        ),
-        (
-            {"rotary_dim": 63},
-            _exact(
-                "Received an invalid value for `rotary_dim`, expected a positive "
-                "even integer. Received: rotary_dim=63"
-            ),
-        ),
-        ({"rotary_dim": 0}, r"`rotary_dim`, expected a positive even integer"),
-        (
             {"layout": "pairs"},
             r"`layout`, expected one of \('half', 'interleaved'\). "
             r"Received: layout='pairs'",
         ),
-        (
-            {"inverse_frequencies": [1.0, float("nan")]},
-            r"`inverse_frequencies`, expected a 1-D array of finite inverse "
-            r"frequencies >= 0",
-        ),
-        (
-            {"inverse_frequencies": [1.0, -0.5]},
-            r"Received: inverse_frequencies=\[1.0, -0.5\]",
-        ),
-        (
-            {"inverse_frequencies": [[1.0]]},
-            r"`inverse_frequencies`, expected a 1-D array",
-        ),
-        (
-            {"inverse_frequencies": [1.0, 0.1, 0.01], "rotary_dim": 4},
-            r"expected rotary_dim / 2 = 2 values. "
-            r"Received: inverse_frequencies='<3 values>'",
-        ),
-        ({"max_wavelength": 0.0}, r"`max_wavelength`, expected a finite number > 0"),
         ({"sequence_axis": "1"}, r"`sequence_axis`, expected an int"),
+        ({"feature_axis": 1.0}, r"`feature_axis`, expected an int"),
         ({"dtype": "int32"}, r"`dtype`, expected a floating dtype"),
+        # The RoPE configuration's own errors (tests/test_rope_config.py)
+        # come from the constructor too, before any work.
+        (
+            {"rope_scaling": {"rope_type": "linear"}},
+            r"`rope_scaling`, expected a 'factor' key for rope_type='linear'",
+        ),
+        ({"rotary_dim": 2**17}, r"`rotary_dim`, expected a positive even integer <="),
+        ({"max_wavelength": 5e-324}, r"`max_wavelength`, expected a base whose"),
     ],
 )
 def test_bad_constructor_arguments(kwargs, match):
@@ -713,6 +886,57 @@ def test_bad_constructor_arguments(kwargs, match):
             {},
             r"'short_factor' with rotary_dim / 2 = 8 values",
         ),
+        (
+            {"rope_scaling": MROPE},
+            (1, 5, 16),
+            {},
+            r"'mrope_section' summing to rotary_dim / 2 = 8",
+        ),
+        (
+            {"rope_scaling": MROPE},
+            (2, 5, 8),
+            {"positions": np.zeros((2, 2, 5), "int32")},
+            r"`positions`, expected \[3, batch, length\] positions \(temporal, "
+            r"height, width\) with an 'mrope_section', or text positions \[length\] "
+            r"or \[batch, length\]. Received: positions='<shape=\(2, 2, 5\)>'",
+        ),
+        (
+            {"rope_scaling": MROPE},
+            (2, 5, 8),
+            {"positions": np.zeros((3, 1, 2, 5), "int32")},
+            r"`positions`, expected \[3, batch, length\] positions",
+        ),
+        (
+            {"rope_scaling": MROPE},
+            (2, 5, 8),
+            {"positions": np.zeros((3, 2, 4), "int32")},
+            r"`positions`, expected 5 positions per sequence",
+        ),
+        (
+            {},
+            (2, 5, 8),
+            {"positions": np.zeros((3, 2, 5), "int32")},
+            r"`positions`, expected a tensor of rank 1 or 2",
+        ),
+    ],
+    ids=[
+        "rotary-dim-features",
+        "odd-features",
+        "frequency-count",
+        "batch-axis",
+        "feature-axis-1",
+        "sequence-axis-3",
+        "positions-length",
+        "float-start",
+        "start-end",
+        "start-rows",
+        "dynamic-2",
+        "longrope-length",
+        "section-sum",
+        "sections-leading-2",
+        "sections-rank-4",
+        "sections-length",
+        "rank-3-without-sections",
     ],
 )
 def test_bad_inputs_and_call_arguments(kwargs, shape, call, match):
@@ -743,7 +967,7 @@ def test_integer_inputs_are_refused():
             r"`layer_type`, expected one of \['a'\]. Received: layer_type=None",
         ),
         (
-            {"head_dim": 8, "rope_parameters": {"rope_type": "proportional"}},
+            {"head_dim": 8, "rope_parameters": {"rope_type": "ntk"}},
             {},
             r"'rope_type' key, one of",
         ),
