@@ -12,7 +12,6 @@ import numbers
 import os
 
 import numpy as np
-from keras import backend
 
 # Positions are int32 end to end.
 POSITION_MIN = -(2**31)
@@ -88,6 +87,9 @@ def check_int(name, value):
 
 
 def check_floating_dtype(value, name="dtype"):
+    # Imported here: the command line reads MAX_DEPTH before importing Keras.
+    from keras import backend
+
     try:
         dtype = backend.standardize_dtype(value)
     except (TypeError, ValueError):

@@ -21,11 +21,11 @@ Sizes are checked before anything is allocated (`check_size`): a plot is
 a picture, not a way to run out of memory.
 """
 
-import numpy as np
-from keras import ops
+import os
 
-from keras_posenc import _arguments, _files, _options, _reference
-from keras_posenc.tables import frequencies, sinusoidal_table
+import numpy as np
+
+from keras_posenc import _arguments, _files, _options
 
 KINDS = ("heatmap", "wavelengths", "similarity", "similarity_matrix", "precision")
 # A [length, depth] table of 2**24 cells is 128 MiB in float64: 65536
@@ -35,6 +35,8 @@ MAX_CELLS = 2**24
 MAX_MATRIX_LENGTH = 4096
 # The precision windows end at positions 2**e; positions are int32.
 MAX_EXPONENT = 31
+# The formats `save` writes, named by the file's suffix.
+FORMATS = ("png", "svg", "pdf")
 
 
 def _gib(n):
@@ -152,6 +154,12 @@ def _axes(ax, width=7.0, height=4.0):
 
 
 def _table64(length, depth, max_wavelength, layout="interleaved", start_index=0):
+    # Keras is imported on first draw, not with this module, so that the
+    # command line checks its arguments without waiting for it.
+    from keras import ops
+
+    from keras_posenc.tables import sinusoidal_table
+
     table = sinusoidal_table(
         length,
         depth,
@@ -238,6 +246,8 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
     >>> fig.axes[0].get_lines()[0].get_ydata().round(2).tolist()
     [6.28, 62.83, 628.32, 6283.19]
     """
+    from keras_posenc.tables import frequencies
+
     _, depth = check_size("wavelengths", None, depth)
     max_wavelength = _arguments.check_wavelength(max_wavelength)
     waves = 2 * np.pi / frequencies(depth, max_wavelength)
@@ -338,6 +348,45 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
     return ax.figure
 
 
+def check_precision_base(max_wavelength, name="max_wavelength"):
+    """Checks the base of a precision plot: a finite number >= 1.
+
+    Below 1 the frequencies exceed one radian per position (and overflow
+    float64 near 1e-308), so the float64 reference of the plot is no
+    longer exact; the encoding itself still is.
+
+    Args:
+        max_wavelength: float. The base of the wavelengths.
+        name: str. The argument name for messages. Defaults to
+            `"max_wavelength"`.
+
+    Returns:
+        `max_wavelength` as a float.
+
+    Raises:
+        ValueError: naming `name`, for a base that is not a finite number
+            >= 1.
+
+    The plots show the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
+
+    Example (needs only `keras_posenc`):
+
+    >>> from keras_posenc import plot
+    >>> plot.check_precision_base(500)
+    500.0
+    """
+    max_wavelength = _arguments.check_wavelength(max_wavelength, name)
+    if max_wavelength < 1:
+        raise _arguments.invalid(
+            name,
+            "a number >= 1 for a precision plot (below 1 the frequencies exceed "
+            "one radian per position and its float64 reference is not exact)",
+            max_wavelength,
+        )
+    return max_wavelength
+
+
 def _exponents(values):
     values = list(values)
     if not values or any(
@@ -390,8 +439,10 @@ def precision(
     >>> bool(ours.max() < 2e-7 and naive[-1] > 0.05)
     True
     """
+    from keras_posenc import _reference
+
     _, depth = check_size("precision", None, depth, window=window)
-    max_wavelength = _arguments.check_wavelength(max_wavelength)
+    max_wavelength = check_precision_base(max_wavelength)
     exponents = _exponents(exponents)
     ends, ours, naive = [], [], []
     for e in exponents:
@@ -418,10 +469,41 @@ def precision(
     return ax.figure
 
 
-def save_png(figure, path, *, overwrite=False, dpi=110):
-    """Writes `figure` to `path` as a PNG, atomically.
+def file_format(path, name="path"):
+    """The format `save` writes for `path`: its suffix, one of `FORMATS`.
 
-    The PNG is written to a temporary sibling and renamed to `path`
+    Pictures of the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762, go to files whose suffix says what
+    they hold: a `.svg` file never holds PNG bytes.
+
+    Args:
+        path: str or os.PathLike. The file to write.
+        name: str. The argument name for messages. Defaults to `"path"`.
+
+    Returns:
+        `"png"`, `"svg"` or `"pdf"`.
+
+    Raises:
+        ValueError: naming `name`, if the suffix is none of those.
+
+    Example (needs only `keras_posenc`):
+
+    >>> from keras_posenc import plot
+    >>> plot.file_format("figures/pe.SVG")
+    'svg'
+    """
+    suffix = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise _arguments.invalid(
+            name, "a file name ending in " + ", ".join(f".{f}" for f in FORMATS), path
+        )
+    return suffix
+
+
+def save(figure, path, *, overwrite=False, dpi=110):
+    """Writes `figure` to `path` as PNG, SVG or PDF (its suffix), atomically.
+
+    The file is written to a temporary sibling and renamed to `path`
     (`keras_posenc._files.atomic_file`), so a failure or a kill midway
     leaves no partial file and an existing `path` untouched. For pictures
     of the encoding of Vaswani et al. (2017), section 3.5,
@@ -429,7 +511,44 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
 
     Args:
         figure: a matplotlib `Figure`.
-        path: str or os.PathLike. The file to write; its folder is created.
+        path: str or os.PathLike. The file to write, ending in `.png`,
+            `.svg` or `.pdf`; its folder is created.
+        overwrite: bool. Replace an existing regular file at `path`.
+            Defaults to `False`.
+        dpi: int. Resolution of a PNG. Defaults to `110`.
+
+    Returns:
+        The absolute path written.
+
+    Raises:
+        FileExistsError: if `path` exists and `overwrite` is false.
+        ValueError: if the suffix of `path` is not one of `FORMATS`, or
+            `path` may not be replaced (not a regular file).
+
+    Example (writes a file, so not run here):
+
+    >>> from keras_posenc import plot
+    >>> plot.save(plot.heatmap(), "pe.svg")  # doctest: +SKIP
+    '/.../pe.svg'
+    """
+    path = _files.check_path(path)
+    fmt = file_format(path)
+    _arguments.check_bool("overwrite", overwrite)
+    dpi = _arguments.check_positive_int("dpi", dpi)
+    with _files.atomic_file(path, overwrite=overwrite) as staging:
+        figure.savefig(staging, format=fmt, dpi=dpi)
+    return path
+
+
+def save_png(figure, path, *, overwrite=False, dpi=110):
+    """Writes `figure` to `path`, which must end in `.png`; see `save`.
+
+    For pictures of the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
+
+    Args:
+        figure: a matplotlib `Figure`.
+        path: str or os.PathLike. The file to write, ending in `.png`.
         overwrite: bool. Replace an existing regular file at `path`.
             Defaults to `False`.
         dpi: int. Resolution. Defaults to `110`.
@@ -439,7 +558,8 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
 
     Raises:
         FileExistsError: if `path` exists and `overwrite` is false.
-        ValueError: if `path` may not be replaced (not a regular file).
+        ValueError: if `path` does not end in `.png`, or may not be
+            replaced (not a regular file).
 
     Example (writes a file, so not run here):
 
@@ -448,16 +568,19 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
     '/.../pe.png'
     """
     path = _files.check_path(path)
-    _arguments.check_bool("overwrite", overwrite)
-    dpi = _arguments.check_positive_int("dpi", dpi)
-    with _files.atomic_file(path, overwrite=overwrite) as staging:
-        figure.savefig(staging, format="png", dpi=dpi)
-    return path
+    if file_format(path) != "png":
+        raise _arguments.invalid("path", "a file name ending in .png", path)
+    return save(figure, path, overwrite=overwrite, dpi=dpi)
 
 
 __all__ = [
+    "FORMATS",
+    "check_precision_base",
+    "check_size",
+    "file_format",
     "heatmap",
     "precision",
+    "save",
     "save_png",
     "similarity",
     "similarity_matrix",
