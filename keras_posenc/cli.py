@@ -246,9 +246,10 @@ def _demo(args, argv):
     _creatable(out)
     _load_keras(args)
     report = demo.run(out, max_steps=steps, overwrite=args.overwrite)
-    steps_trained = demo._plural(report["steps"], "step")
+    steps = report["steps"]
     print(
-        f"\ntrained {steps_trained} in {report['train_seconds']} s: "
+        f"\ntrained {steps} step{'' if steps == 1 else 's'} in "
+        f"{report['train_seconds']} s: "
         f"validation accuracy {report['val_accuracy']:.1%}\n"
         f"saved {report['keras_file']}\n"
         f"exported SavedModel: {report['export_dir']} "
