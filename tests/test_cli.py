@@ -84,6 +84,42 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
+# -- the package: lazy for the command line, registered for everyone else ----------
+
+
+def test_package_all_and_dir_list_every_public_name():
+    # __all__ names what `from keras_posenc import *` gives; dir() shows it.
+    names = set(keras_posenc.__all__)
+    assert {"SinusoidalPositionEncoding", "RotaryEmbedding", "__version__"} <= names
+    assert names <= set(dir(keras_posenc))
+    for name in names:
+        assert getattr(keras_posenc, name) is not None
+
+
+def test_unknown_package_attribute_is_an_attribute_error():
+    # PEP 562 __getattr__ answers only for the public names.
+    with pytest.raises(AttributeError, match="has no attribute 'SinusoidalEncoding'"):
+        keras_posenc.SinusoidalEncoding  # noqa: B018
+
+
+@keras3_pass
+def test_import_registers_the_layers_for_keras_files():
+    # `import keras_posenc` (not as the command line) registers both layers
+    # with Keras at once, so a `.keras` file that uses them loads right after.
+    script = (
+        "import keras_posenc, keras; print(all(keras.saving.get_registered_object("
+        "f'keras_posenc>{n}') is not None for n in "
+        "('SinusoidalPositionEncoding', 'RotaryEmbedding')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **QUIET},
+    )
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
+
+
 # -- help and usage -------------------------------------------------------------
 
 
