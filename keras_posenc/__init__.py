@@ -15,7 +15,7 @@ its arguments.
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -59,11 +59,11 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def _started_as_command_line():
+def _started_as_command_line() -> bool:
     """Whether this process is `python -m keras_posenc` or `keras-posenc`."""
     if os.path.basename(sys.argv[0] if sys.argv else "") == "keras-posenc":
         return True

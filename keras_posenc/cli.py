@@ -16,6 +16,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator, Mapping, Sequence
+from types import FrameType, ModuleType
+from typing import Any, NoReturn
 
 from keras_posenc import __version__, _arguments, _files, _options, demo
 
@@ -55,17 +58,17 @@ _EXPORT_FLAGS = {
 class _UsageError(Exception):
     """A bad command line, reported like any other error."""
 
-    def __init__(self, prog, message):
+    def __init__(self, prog: str, message: str) -> None:
         super().__init__(message)
         self.prog = prog
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise _UsageError(self.prog, f"{message} (see {self.prog} --help)")
 
 
-def _integer(text):
+def _integer(text: str) -> int:
     """An argparse type: any integer (its rules are checked after parsing)."""
     try:
         return int(text)
@@ -75,7 +78,7 @@ def _integer(text):
         ) from None
 
 
-def _number(text):
+def _number(text: str) -> float:
     """An argparse type: any float (its rules are checked after parsing)."""
     try:
         return float(text)
@@ -85,7 +88,7 @@ def _number(text):
         ) from None
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `keras-posenc` (errors raise, never exit)."""
     parser = _Parser(
         prog=PROG,
@@ -200,7 +203,7 @@ def build_parser():
     return parser
 
 
-def _flag_names(error, flags):
+def _flag_names(error: Exception, flags: Mapping[str, str]) -> str:
     """`error`'s message with Python argument names replaced by flags."""
     message = str(error)
     for name, flag in flags.items():
@@ -209,7 +212,7 @@ def _flag_names(error, flags):
     return message
 
 
-def _creatable(path):
+def _creatable(path: str) -> None:
     """Fails now, before any work, if `path` cannot be created.
 
     Its nearest existing ancestor must be a directory we may write in.
@@ -225,7 +228,7 @@ def _creatable(path):
         raise PermissionError(f"Cannot create {path!r}: {ancestor!r} is not writable")
 
 
-def _in_existing_directory(path):
+def _in_existing_directory(path: str) -> None:
     """Fails now if the folder of the file `path` is missing (never created)."""
     folder = os.path.dirname(path)
     if not os.path.lexists(folder):
@@ -235,7 +238,7 @@ def _in_existing_directory(path):
     _creatable(path)
 
 
-def _demo(args, argv):
+def _demo(args: argparse.Namespace, argv: list[str]) -> int:
     steps = _arguments.check_positive_int("--steps", args.steps)
     out = args.out
     if out is None:
@@ -267,7 +270,7 @@ def _demo(args, argv):
     return 0
 
 
-def _rerun_with_tensorflow(argv):
+def _rerun_with_tensorflow(argv: list[str]) -> int:
     """Runs the same command under KERAS_BACKEND=tensorflow; passes its output on."""
     if os.environ.get("KERAS_BACKEND") == "tensorflow":
         raise RuntimeError("KERAS_BACKEND=tensorflow did not select TensorFlow")
@@ -283,7 +286,7 @@ def _rerun_with_tensorflow(argv):
     return done.returncode
 
 
-def _export(args, argv):
+def _export(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         options = _options.SinusoidalOptions(
             max_wavelength=args.max_wavelength,
@@ -316,7 +319,7 @@ def _export(args, argv):
     return 0
 
 
-def _plot(args, argv):
+def _plot(args: argparse.Namespace, argv: list[str]) -> int:
     from keras_posenc import plot
 
     depth = _arguments.check_depth(args.depth, "--depth")
@@ -337,22 +340,24 @@ def _plot(args, argv):
         plot.check_precision_base(waves["max_wavelength"], "--max-wavelength")
     _load_keras(args)
     sized = {"length": args.length, "depth": depth, **waves}
-    if args.kind == "heatmap":
-        figure = plot.heatmap(layout=args.layout, **sized)
-    elif args.kind == "wavelengths":
-        figure = plot.wavelengths(depth, **waves)
-    elif args.kind == "precision":
-        figure = plot.precision(depth, **waves)
-    else:
+    if args.kind == "similarity":
         figure, (left, right) = plot.subplots(2, width=11.0)
         plot.similarity(**sized, ax=left)
         plot.similarity_matrix(**sized, ax=right)
+    else:
+        figure, (ax,) = plot.subplots(1)
+        if args.kind == "heatmap":
+            plot.heatmap(layout=args.layout, **sized, ax=ax)
+        elif args.kind == "wavelengths":
+            plot.wavelengths(depth, **waves, ax=ax)
+        else:
+            plot.precision(depth, **waves, ax=ax)
     print(plot.save(figure, out, overwrite=args.overwrite))
     return 0
 
 
 @contextlib.contextmanager
-def _native_stderr_silenced(silence):
+def _native_stderr_silenced(silence: bool) -> Iterator[int]:
     """Sends file descriptor 2 to /dev/null while `silence` is true.
 
     TensorFlow's libraries log through absl before anything can configure
@@ -379,7 +384,7 @@ def _native_stderr_silenced(silence):
 
 
 @contextlib.contextmanager
-def _interrupt_exits_now(prog, stderr_fd):
+def _interrupt_exits_now(prog: str, stderr_fd: int) -> Iterator[None]:
     """Ctrl-C ends the process at once while native libraries load.
 
     An exception raised inside the initialisation of a native module
@@ -392,7 +397,7 @@ def _interrupt_exits_now(prog, stderr_fd):
         yield
         return
 
-    def exit_now(signum, frame):
+    def exit_now(signum: int, frame: FrameType | None) -> None:
         os.write(stderr_fd, f"{prog}: interrupted\n".encode())
         os._exit(INTERRUPTED)
 
@@ -403,7 +408,7 @@ def _interrupt_exits_now(prog, stderr_fd):
         signal.signal(signal.SIGINT, _interrupt_once)
 
 
-def _load_keras(args):
+def _load_keras(args: argparse.Namespace) -> ModuleType:
     """Imports Keras for the configured backend, quietly; returns its backend.
 
     Called once the arguments are read, so that `--help` and usage errors
@@ -440,7 +445,7 @@ def _load_keras(args):
 _PLAIN = (ValueError, TypeError, OSError, ImportError, demo.DidNotLearn)
 
 
-def _first_line(error):
+def _first_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     name = type(error).__name__
     if not lines:
@@ -448,7 +453,7 @@ def _first_line(error):
     return lines[0] if isinstance(error, _PLAIN) else f"{name}: {lines[0]}"
 
 
-def _interrupt_once(signum, frame):
+def _interrupt_once(signum: int, frame: FrameType | None) -> None:
     """The first Ctrl-C raises KeyboardInterrupt; later ones are ignored.
 
     So an interrupt while the first one unwinds (or while Python exits)
@@ -458,7 +463,7 @@ def _interrupt_once(signum, frame):
     raise KeyboardInterrupt
 
 
-def install_interrupt_handler():
+def install_interrupt_handler() -> Any:
     """Installs `_interrupt_once` for Ctrl-C; returns the handler it replaced.
 
     Only from the main thread, and only over Python's default handler (an
@@ -474,13 +479,13 @@ def install_interrupt_handler():
     return previous
 
 
-def report_interrupt(prog=PROG):
+def report_interrupt(prog: str = PROG) -> int:
     """Prints the one line of an interrupted command; returns status 130."""
     print(f"{prog}: interrupted", file=sys.stderr)
     return INTERRUPTED
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status.
 
     Args:
@@ -507,7 +512,7 @@ def main(argv=None):
         try:
             args = build_parser().parse_args(argv)
         except SystemExit as done:  # --help, --version
-            return done.code
+            return done.code if isinstance(done.code, int) else 1
         prog = f"{PROG} {args.command}"
         handler = {"demo": _demo, "export": _export, "plot": _plot}[args.command]
         return handler(args, argv)

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +46,7 @@ VALIDATION_SIZE = 512
 MARKER = "report.json"
 
 
-def backend_name():
+def backend_name() -> str:
     """The Keras that trains: `"tf-keras"` or the Keras 3 backend name."""
     from keras import backend
 
@@ -53,7 +55,7 @@ def backend_name():
     return "tf-keras" if LEGACY else backend.backend()
 
 
-def make_data(n, seed):
+def make_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Sequences of tokens and labels for the order task.
 
     Args:
@@ -81,7 +83,7 @@ def make_data(n, seed):
     return tokens.astype("int32"), labels
 
 
-def build_model(use_encoding=True, width=32):
+def build_model(use_encoding: bool = True, width: int = 32) -> Any:
     """The order classifier, with or without `SinusoidalPositionEncoding`.
 
     Args:
@@ -114,7 +116,12 @@ def build_model(use_encoding=True, width=32):
     return keras.Model(tokens, outputs)
 
 
-def train(model, max_steps=MAX_STEPS, target=TARGET_ACCURACY, verbose=1):
+def train(
+    model: Any,
+    max_steps: int = MAX_STEPS,
+    target: float | None = TARGET_ACCURACY,
+    verbose: int = 1,
+) -> dict[str, Any]:
     """Fits for at most `max_steps` steps, stopping once `target` is reached.
 
     Validation runs every `STEPS_PER_EPOCH` steps (one Keras "epoch"), so
@@ -158,12 +165,12 @@ def train(model, max_steps=MAX_STEPS, target=TARGET_ACCURACY, verbose=1):
     class Budget(keras.callbacks.Callback):
         steps = 0
 
-        def on_train_batch_end(self, batch, logs=None):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             Budget.steps += 1
             if Budget.steps >= max_steps:
                 self.model.stop_training = True
 
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             accuracy = (logs or {}).get("val_accuracy", 0.0)
             if target is not None and accuracy >= target:
                 self.model.stop_training = True
@@ -218,11 +225,11 @@ _EXPORT_SCRIPT = textwrap.dedent(
 )
 
 
-def _quiet_env(**extra):
+def _quiet_env(**extra: str) -> dict[str, str]:
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
 
 
-def _run_script(script, *args, env):
+def _run_script(script: str, *args: object, env: Mapping[str, str]) -> None:
     done = subprocess.run(
         [sys.executable, "-c", script, *map(str, args)],
         env=env,
@@ -237,7 +244,11 @@ def _run_script(script, *args, env):
         )
 
 
-def reload_in_fresh_process(export_dir, inputs, workdir):
+def reload_in_fresh_process(
+    export_dir: str | os.PathLike[str],
+    inputs: np.ndarray,
+    workdir: str | os.PathLike[str],
+) -> np.ndarray:
     """Runs a SavedModel in a new Python process without keras_posenc.
 
     Args:
@@ -268,7 +279,9 @@ def reload_in_fresh_process(export_dir, inputs, workdir):
     return np.load(outputs_path)
 
 
-def export_from_keras_file(keras_path, export_dir):
+def export_from_keras_file(
+    keras_path: str | os.PathLike[str], export_dir: str | os.PathLike[str]
+) -> None:
     """Exports a `.keras` model as a SavedModel, in a TensorFlow subprocess.
 
     How the demo exports from torch, which cannot write SavedModels.
@@ -292,7 +305,7 @@ def export_from_keras_file(keras_path, export_dir):
     _run_script(_EXPORT_SCRIPT, keras_path, export_dir, env=env)
 
 
-def _size(path):
+def _size(path: str) -> int:
     return sum(
         os.path.getsize(os.path.join(root, f))
         for root, _, files in os.walk(path)
@@ -300,7 +313,7 @@ def _size(path):
     )
 
 
-def _export(model, keras_path, export_dir):
+def _export(model: Any, keras_path: str, export_dir: str) -> str:
     """Writes the SavedModel; returns how it was done."""
     from keras_posenc.export import EXPORT_BACKENDS, export_saved_model
 
@@ -319,11 +332,16 @@ class DidNotLearn(RuntimeError):
     """The demo model stayed below `TARGET_ACCURACY`: nothing was exported."""
 
 
-def _plural(count, noun):
+def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def run(out_dir, max_steps=MAX_STEPS, overwrite=False, verbose=1):
+def run(
+    out_dir: str | os.PathLike[str],
+    max_steps: int = MAX_STEPS,
+    overwrite: bool = False,
+    verbose: int = 1,
+) -> dict[str, Any]:
     """Trains, saves, exports, reloads apart, compares; returns the report.
 
     Writes `out_dir` atomically: `model.keras`, `saved_model/`,

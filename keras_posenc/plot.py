@@ -21,11 +21,19 @@ Sizes are checked before anything is allocated (`check_size`): a plot is
 a picture, not a way to run out of memory.
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from keras_posenc import _arguments, _files, _options
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, FigureBase
 
 KINDS = ("heatmap", "wavelengths", "similarity", "similarity_matrix", "precision")
 # A [length, depth] table of 2**24 cells is 128 MiB in float64: 65536
@@ -39,11 +47,18 @@ MAX_EXPONENT = 31
 FORMATS = ("png", "svg", "pdf")
 
 
-def _gib(n):
+def _gib(n: int) -> str:
     return f"{n} bytes ({n / 2**30:.3g} GiB)"
 
 
-def check_size(kind, length, depth, *, window=None, flags=False):
+def check_size(
+    kind: str,
+    length: int | None,
+    depth: int,
+    *,
+    window: int | None = None,
+    flags: bool = False,
+) -> tuple[Any, int]:
     """Checks the sizes of a plot before anything is allocated.
 
     Args:
@@ -107,7 +122,9 @@ def check_size(kind, length, depth, *, window=None, flags=False):
     return length, depth
 
 
-def subplots(columns=1, *, width=7.0, height=4.0):
+def subplots(
+    columns: int = 1, *, width: float = 7.0, height: float = 4.0
+) -> tuple[Figure, list[Axes]]:
     """A new `Figure` with a row of `columns` Axes, for the functions here.
 
     Pictures of the encoding of Vaswani et al. (2017), section 3.5,
@@ -145,7 +162,7 @@ def subplots(columns=1, *, width=7.0, height=4.0):
     return figure, list(figure.subplots(1, columns, squeeze=False)[0])
 
 
-def _axes(ax, width=7.0, height=4.0):
+def _axes(ax: Axes | None, width: float = 7.0, height: float = 4.0) -> Axes:
     """`ax` itself, or the one Axes of a new Figure."""
     if ax is not None:
         return ax
@@ -153,7 +170,13 @@ def _axes(ax, width=7.0, height=4.0):
     return ax
 
 
-def _table64(length, depth, max_wavelength, layout="interleaved", start_index=0):
+def _table64(
+    length: int,
+    depth: int,
+    max_wavelength: float,
+    layout: str = "interleaved",
+    start_index: int = 0,
+) -> np.ndarray:
     # Keras is imported on first draw, not with this module, so that the
     # command line checks its arguments without waiting for it.
     from keras import ops
@@ -171,13 +194,13 @@ def _table64(length, depth, max_wavelength, layout="interleaved", start_index=0)
 
 
 def heatmap(
-    length=128,
-    depth=64,
+    length: int = 128,
+    depth: int = 64,
     *,
-    layout="interleaved",
-    max_wavelength=10000.0,
-    ax=None,
-):
+    layout: str = "interleaved",
+    max_wavelength: float = 10000.0,
+    ax: Axes | None = None,
+) -> FigureBase:
     """Heatmap of the table: positions down, dimensions across.
 
     Shows `keras_posenc.sinusoidal_table(length, depth)`, the encoding of
@@ -195,7 +218,8 @@ def heatmap(
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -221,7 +245,9 @@ def heatmap(
     return ax.figure
 
 
-def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
+def wavelengths(
+    depth: int = 64, *, max_wavelength: float = 10000.0, ax: Axes | None = None
+) -> FigureBase:
     """Wavelength (in positions) of each sine/cosine pair, log scale.
 
     They form a geometric progression from `2 pi` to nearly
@@ -237,7 +263,8 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -266,7 +293,14 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
     return ax.figure
 
 
-def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=None):
+def similarity(
+    length: int = 128,
+    depth: int = 64,
+    *,
+    max_wavelength: float = 10000.0,
+    origin: int | None = None,
+    ax: Axes | None = None,
+) -> FigureBase:
     """Dot product `PE(p) . PE(p + k)` against the distance `k`, for one `p`.
 
     For an even depth it equals `sum_i cos(k w_i)`: it depends on `k` only,
@@ -285,7 +319,8 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -314,7 +349,13 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=
     return ax.figure
 
 
-def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
+def similarity_matrix(
+    length: int = 128,
+    depth: int = 64,
+    *,
+    max_wavelength: float = 10000.0,
+    ax: Axes | None = None,
+) -> FigureBase:
     """The `[length, length]` matrix of dot products `PE(p) . PE(q)`.
 
     Constant along diagonals: it depends on `q - p` only (Vaswani et al.,
@@ -329,7 +370,8 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -348,7 +390,7 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
     return ax.figure
 
 
-def check_precision_base(max_wavelength, name="max_wavelength"):
+def check_precision_base(max_wavelength: float, name: str = "max_wavelength") -> float:
     """Checks the base of a precision plot: a finite number >= 1.
 
     Below 1 the frequencies exceed one radian per position (and overflow
@@ -387,7 +429,7 @@ def check_precision_base(max_wavelength, name="max_wavelength"):
     return max_wavelength
 
 
-def _exponents(values):
+def _exponents(values: Iterable[int]) -> list[int]:
     values = list(values)
     if not values or any(
         not _arguments.is_int(e) or not 1 <= e <= MAX_EXPONENT for e in values
@@ -401,13 +443,13 @@ def _exponents(values):
 
 
 def precision(
-    depth=64,
+    depth: int = 64,
     *,
-    max_wavelength=10000.0,
-    exponents=range(4, 25, 2),
-    window=256,
-    ax=None,
-):
+    max_wavelength: float = 10000.0,
+    exponents: Iterable[int] = range(4, 25, 2),
+    window: int = 256,
+    ax: Axes | None = None,
+) -> FigureBase:
     """Max error against float64 at growing positions: ours vs naive float32.
 
     The naive formula forms the angle `p * w` in float32 and loses about
@@ -428,7 +470,8 @@ def precision(
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
         Its first line is the naive error, its second ours.
 
     Example (needs only `keras_posenc` and matplotlib):
@@ -469,7 +512,7 @@ def precision(
     return ax.figure
 
 
-def file_format(path, name="path"):
+def file_format(path: str | os.PathLike[str], name: str = "path") -> str:
     """The format `save` writes for `path`: its suffix, one of `FORMATS`.
 
     Pictures of the encoding of Vaswani et al. (2017), section 3.5,
@@ -500,7 +543,13 @@ def file_format(path, name="path"):
     return suffix
 
 
-def save(figure, path, *, overwrite=False, dpi=110):
+def save(
+    figure: Figure,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    dpi: int = 110,
+) -> str:
     """Writes `figure` to `path` as PNG, SVG or PDF (its suffix), atomically.
 
     The file is written to a temporary sibling and renamed to `path`
@@ -531,16 +580,22 @@ def save(figure, path, *, overwrite=False, dpi=110):
     >>> plot.save(plot.heatmap(), "pe.svg")  # doctest: +SKIP
     '/.../pe.svg'
     """
-    path = _files.check_path(path)
-    fmt = file_format(path)
+    written: str = _files.check_path(path)
+    fmt = file_format(written)
     _arguments.check_bool("overwrite", overwrite)
     dpi = _arguments.check_positive_int("dpi", dpi)
-    with _files.atomic_file(path, overwrite=overwrite) as staging:
+    with _files.atomic_file(written, overwrite=overwrite) as staging:
         figure.savefig(staging, format=fmt, dpi=dpi)
-    return path
+    return written
 
 
-def save_png(figure, path, *, overwrite=False, dpi=110):
+def save_png(
+    figure: Figure,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    dpi: int = 110,
+) -> str:
     """Writes `figure` to `path`, which must end in `.png`; see `save`.
 
     For pictures of the encoding of Vaswani et al. (2017), section 3.5,
