@@ -18,6 +18,8 @@ directory is written atomically (`_files.atomic_directory`, marked by its
 unwritable `out_dir` fails at once.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import subprocess
@@ -25,11 +27,12 @@ import sys
 import textwrap
 import time
 from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from keras_posenc import _arguments, _files
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SEQ_LEN = 16
 VOCAB = 10
@@ -73,6 +76,8 @@ def make_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     >>> tokens.shape, labels.shape
     ((2, 16), (2,))
     """
+    import numpy as np  # here: the command line reads this module's constants
+
     rng = np.random.default_rng(seed)
     tokens = rng.integers(3, VOCAB, size=(n, SEQ_LEN))
     first = np.argsort(rng.random((n, SEQ_LEN)), axis=1)[:, :2]
@@ -269,6 +274,8 @@ def reload_in_fresh_process(
     >>> from keras_posenc import demo
     >>> demo.reload_in_fresh_process("saved_model", x, ".")  # doctest: +SKIP
     """
+    import numpy as np
+
     inputs_path = os.path.join(workdir, "check_inputs.npy")
     outputs_path = os.path.join(workdir, "check_outputs.npy")
     np.save(inputs_path, inputs)
@@ -374,6 +381,8 @@ def run(
     >>> demo.run("demo_out", verbose=0)["val_accuracy"] >= 0.95  # doctest: +SKIP
     True
     """
+    import numpy as np
+
     from keras_posenc._keras import keras
 
     out_dir = _files.check_path(out_dir, "out_dir")
