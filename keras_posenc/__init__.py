@@ -4,19 +4,39 @@ The encoding of Vaswani et al., "Attention Is All You Need" (2017),
 section 3.5 (https://arxiv.org/abs/1706.03762), and rotary embeddings (Su
 et al., 2021, https://arxiv.org/abs/2104.09864), exact to float32 rounding
 on TensorFlow, JAX and PyTorch.
+
+The public names are loaded on first use (PEP 562), so that the command
+line answers `--help` without importing Keras. `import keras_posenc` still
+registers the layers with Keras at once, so a `.keras` file that uses them
+loads right after it; only the command line defers that until it has read
+its arguments.
 """
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
 
-from keras_posenc.export import export_encoder, export_saved_model
-from keras_posenc.layer import SinusoidalPositionEncoding
-from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
-from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
+# Public name -> the module that defines it.
+_PUBLIC = {
+    "RotaryEmbedding": "keras_posenc.rotary",
+    "SinusoidalPositionEncoding": "keras_posenc.layer",
+    "apply_rotary": "keras_posenc.rotary",
+    "export_encoder": "keras_posenc.export",
+    "export_saved_model": "keras_posenc.export",
+    "frequencies": "keras_posenc.tables",
+    "positional_encoding": "keras_posenc.tables",
+    "rotary_cos_sin": "keras_posenc.rotary",
+    "sinusoidal_table": "keras_posenc.tables",
+}
 
 __all__ = [
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
     "__version__",
+    "apply_rotary",
     "export_encoder",
     "export_saved_model",
     "frequencies",
@@ -24,3 +44,47 @@ __all__ = [
     "rotary_cos_sin",
     "sinusoidal_table",
 ]
+
+if TYPE_CHECKING:
+    from keras_posenc.export import export_encoder, export_saved_model
+    from keras_posenc.layer import SinusoidalPositionEncoding
+    from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
+    from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def _started_as_command_line() -> bool:
+    """Whether this process is `python -m keras_posenc` or `keras-posenc`."""
+    if os.path.basename(sys.argv[0] if sys.argv else "") == "keras-posenc":
+        return True
+    # While `-m` locates the module, sys.argv[0] is "-m": read the original
+    # command line instead, skipping the interpreter's own options.
+    args = iter(getattr(sys, "orig_argv", [])[1:])
+    for arg in args:
+        if arg == "-m":
+            return next(args, None) == __name__
+        if arg.startswith("-m"):
+            return arg[2:] == __name__
+        if arg in ("-W", "-X"):
+            next(args, None)
+        elif not arg.startswith("-") or arg == "-c":
+            return False
+    return False
+
+
+if not _started_as_command_line():
+    # Registers SinusoidalPositionEncoding and RotaryEmbedding with Keras.
+    importlib.import_module("keras_posenc.layer")
+    importlib.import_module("keras_posenc.rotary")

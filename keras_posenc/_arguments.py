@@ -10,9 +10,7 @@ parsed in `_positions`.
 import math
 import numbers
 import os
-
-import numpy as np
-from keras import backend
+import sys
 
 # Positions are int32 end to end.
 POSITION_MIN = -(2**31)
@@ -29,7 +27,10 @@ DEFAULT_MAX_TABLE_BYTES = 2**30
 
 def invalid(name, expected, value):
     """The `ValueError` for argument `name`: what was expected, what came."""
-    if isinstance(value, np.generic):
+    # Without numpy imported there is no numpy scalar (and the command line
+    # prints its help without importing numpy).
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic):
         value = value.item()  # `3`, not `np.int64(3)`
     return ValueError(
         f"Received an invalid value for `{name}`, expected {expected}. "
@@ -93,6 +94,9 @@ def check_int(name, value):
 
 
 def check_floating_dtype(value, name="dtype"):
+    # Imported here: the command line reads MAX_DEPTH before importing Keras.
+    from keras import backend
+
     try:
         dtype = backend.standardize_dtype(value)
     except (TypeError, ValueError):

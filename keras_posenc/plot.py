@@ -21,11 +21,19 @@ Sizes are checked before anything is allocated (`check_size`): a plot is
 a picture, not a way to run out of memory.
 """
 
-import numpy as np
-from keras import ops
+from __future__ import annotations
 
-from keras_posenc import _arguments, _files, _options, _reference
-from keras_posenc.tables import frequencies, sinusoidal_table
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from keras_posenc import _arguments, _files, _options
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, FigureBase
 
 KINDS = ("heatmap", "wavelengths", "similarity", "similarity_matrix", "precision")
 # A [length, depth] table of 2**24 cells is 128 MiB in float64: 65536
@@ -35,13 +43,22 @@ MAX_CELLS = 2**24
 MAX_MATRIX_LENGTH = 4096
 # The precision windows end at positions 2**e; positions are int32.
 MAX_EXPONENT = 31
+# The formats `save` writes, named by the file's suffix.
+FORMATS = ("png", "svg", "pdf")
 
 
-def _gib(n):
+def _gib(n: int) -> str:
     return f"{n} bytes ({n / 2**30:.3g} GiB)"
 
 
-def check_size(kind, length, depth, *, window=None, flags=False):
+def check_size(
+    kind: str,
+    length: int | None,
+    depth: int,
+    *,
+    window: int | None = None,
+    flags: bool = False,
+) -> tuple[Any, int]:
     """Checks the sizes of a plot before anything is allocated.
 
     Args:
@@ -105,7 +122,9 @@ def check_size(kind, length, depth, *, window=None, flags=False):
     return length, depth
 
 
-def subplots(columns=1, *, width=7.0, height=4.0):
+def subplots(
+    columns: int = 1, *, width: float = 7.0, height: float = 4.0
+) -> tuple[Figure, list[Axes]]:
     """A new `Figure` with a row of `columns` Axes, for the functions here.
 
     Pictures of the encoding of Vaswani et al. (2017), section 3.5,
@@ -143,7 +162,7 @@ def subplots(columns=1, *, width=7.0, height=4.0):
     return figure, list(figure.subplots(1, columns, squeeze=False)[0])
 
 
-def _axes(ax, width=7.0, height=4.0):
+def _axes(ax: Axes | None, width: float = 7.0, height: float = 4.0) -> Axes:
     """`ax` itself, or the one Axes of a new Figure."""
     if ax is not None:
         return ax
@@ -151,7 +170,19 @@ def _axes(ax, width=7.0, height=4.0):
     return ax
 
 
-def _table64(length, depth, max_wavelength, layout="interleaved", start_index=0):
+def _table64(
+    length: int,
+    depth: int,
+    max_wavelength: float,
+    layout: str = "interleaved",
+    start_index: int = 0,
+) -> np.ndarray:
+    # Keras is imported on first draw, not with this module, so that the
+    # command line checks its arguments without waiting for it.
+    from keras import ops
+
+    from keras_posenc.tables import sinusoidal_table
+
     table = sinusoidal_table(
         length,
         depth,
@@ -163,13 +194,13 @@ def _table64(length, depth, max_wavelength, layout="interleaved", start_index=0)
 
 
 def heatmap(
-    length=128,
-    depth=64,
+    length: int = 128,
+    depth: int = 64,
     *,
-    layout="interleaved",
-    max_wavelength=10000.0,
-    ax=None,
-):
+    layout: str = "interleaved",
+    max_wavelength: float = 10000.0,
+    ax: Axes | None = None,
+) -> FigureBase:
     """Heatmap of the table: positions down, dimensions across.
 
     Shows `keras_posenc.sinusoidal_table(length, depth)`, the encoding of
@@ -187,7 +218,8 @@ def heatmap(
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -213,7 +245,9 @@ def heatmap(
     return ax.figure
 
 
-def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
+def wavelengths(
+    depth: int = 64, *, max_wavelength: float = 10000.0, ax: Axes | None = None
+) -> FigureBase:
     """Wavelength (in positions) of each sine/cosine pair, log scale.
 
     They form a geometric progression from `2 pi` to nearly
@@ -229,7 +263,8 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -238,6 +273,8 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
     >>> fig.axes[0].get_lines()[0].get_ydata().round(2).tolist()
     [6.28, 62.83, 628.32, 6283.19]
     """
+    from keras_posenc.tables import frequencies
+
     _, depth = check_size("wavelengths", None, depth)
     max_wavelength = _arguments.check_wavelength(max_wavelength)
     waves = 2 * np.pi / frequencies(depth, max_wavelength)
@@ -256,7 +293,14 @@ def wavelengths(depth=64, *, max_wavelength=10000.0, ax=None):
     return ax.figure
 
 
-def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=None):
+def similarity(
+    length: int = 128,
+    depth: int = 64,
+    *,
+    max_wavelength: float = 10000.0,
+    origin: int | None = None,
+    ax: Axes | None = None,
+) -> FigureBase:
     """Dot product `PE(p) . PE(p + k)` against the distance `k`, for one `p`.
 
     For an even depth it equals `sum_i cos(k w_i)`: it depends on `k` only,
@@ -275,7 +319,8 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -304,7 +349,13 @@ def similarity(length=128, depth=64, *, max_wavelength=10000.0, origin=None, ax=
     return ax.figure
 
 
-def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
+def similarity_matrix(
+    length: int = 128,
+    depth: int = 64,
+    *,
+    max_wavelength: float = 10000.0,
+    ax: Axes | None = None,
+) -> FigureBase:
     """The `[length, length]` matrix of dot products `PE(p) . PE(q)`.
 
     Constant along diagonals: it depends on `q - p` only (Vaswani et al.,
@@ -319,7 +370,8 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -338,7 +390,46 @@ def similarity_matrix(length=128, depth=64, *, max_wavelength=10000.0, ax=None):
     return ax.figure
 
 
-def _exponents(values):
+def check_precision_base(max_wavelength: float, name: str = "max_wavelength") -> float:
+    """Checks the base of a precision plot: a finite number >= 1.
+
+    Below 1 the frequencies exceed one radian per position (and overflow
+    float64 near 1e-308), so the float64 reference of the plot is no
+    longer exact; the encoding itself still is.
+
+    Args:
+        max_wavelength: float. The base of the wavelengths.
+        name: str. The argument name for messages. Defaults to
+            `"max_wavelength"`.
+
+    Returns:
+        `max_wavelength` as a float.
+
+    Raises:
+        ValueError: naming `name`, for a base that is not a finite number
+            >= 1.
+
+    The plots show the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
+
+    Example (needs only `keras_posenc`):
+
+    >>> from keras_posenc import plot
+    >>> plot.check_precision_base(500)
+    500.0
+    """
+    max_wavelength = _arguments.check_wavelength(max_wavelength, name)
+    if max_wavelength < 1:
+        raise _arguments.invalid(
+            name,
+            "a number >= 1 for a precision plot (below 1 the frequencies exceed "
+            "one radian per position and its float64 reference is not exact)",
+            max_wavelength,
+        )
+    return max_wavelength
+
+
+def _exponents(values: Iterable[int]) -> list[int]:
     values = list(values)
     if not values or any(
         not _arguments.is_int(e) or not 1 <= e <= MAX_EXPONENT for e in values
@@ -352,13 +443,13 @@ def _exponents(values):
 
 
 def precision(
-    depth=64,
+    depth: int = 64,
     *,
-    max_wavelength=10000.0,
-    exponents=range(4, 25, 2),
-    window=256,
-    ax=None,
-):
+    max_wavelength: float = 10000.0,
+    exponents: Iterable[int] = range(4, 25, 2),
+    window: int = 256,
+    ax: Axes | None = None,
+) -> FigureBase:
     """Max error against float64 at growing positions: ours vs naive float32.
 
     The naive formula forms the angle `p * w` in float32 and loses about
@@ -379,7 +470,8 @@ def precision(
             Defaults to `None`.
 
     Returns:
-        The matplotlib `Figure` drawn on (the one holding `ax` when given).
+        The matplotlib figure drawn on: a new `Figure`, or the one (or the
+        `SubFigure`) holding `ax` when given.
         Its first line is the naive error, its second ours.
 
     Example (needs only `keras_posenc` and matplotlib):
@@ -390,8 +482,10 @@ def precision(
     >>> bool(ours.max() < 2e-7 and naive[-1] > 0.05)
     True
     """
+    from keras_posenc import _reference
+
     _, depth = check_size("precision", None, depth, window=window)
-    max_wavelength = _arguments.check_wavelength(max_wavelength)
+    max_wavelength = check_precision_base(max_wavelength)
     exponents = _exponents(exponents)
     ends, ours, naive = [], [], []
     for e in exponents:
@@ -418,10 +512,47 @@ def precision(
     return ax.figure
 
 
-def save_png(figure, path, *, overwrite=False, dpi=110):
-    """Writes `figure` to `path` as a PNG, atomically.
+def file_format(path: str | os.PathLike[str], name: str = "path") -> str:
+    """The format `save` writes for `path`: its suffix, one of `FORMATS`.
 
-    The PNG is written to a temporary sibling and renamed to `path`
+    Pictures of the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762, go to files whose suffix says what
+    they hold: a `.svg` file never holds PNG bytes.
+
+    Args:
+        path: str or os.PathLike. The file to write.
+        name: str. The argument name for messages. Defaults to `"path"`.
+
+    Returns:
+        `"png"`, `"svg"` or `"pdf"`.
+
+    Raises:
+        ValueError: naming `name`, if the suffix is none of those.
+
+    Example (needs only `keras_posenc`):
+
+    >>> from keras_posenc import plot
+    >>> plot.file_format("figures/pe.SVG")
+    'svg'
+    """
+    suffix = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise _arguments.invalid(
+            name, "a file name ending in " + ", ".join(f".{f}" for f in FORMATS), path
+        )
+    return suffix
+
+
+def save(
+    figure: Figure,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    dpi: int = 110,
+) -> str:
+    """Writes `figure` to `path` as PNG, SVG or PDF (its suffix), atomically.
+
+    The file is written to a temporary sibling and renamed to `path`
     (`keras_posenc._files.atomic_file`), so a failure or a kill midway
     leaves no partial file and an existing `path` untouched. For pictures
     of the encoding of Vaswani et al. (2017), section 3.5,
@@ -429,7 +560,50 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
 
     Args:
         figure: a matplotlib `Figure`.
-        path: str or os.PathLike. The file to write; its folder is created.
+        path: str or os.PathLike. The file to write, ending in `.png`,
+            `.svg` or `.pdf`; its folder is created.
+        overwrite: bool. Replace an existing regular file at `path`.
+            Defaults to `False`.
+        dpi: int. Resolution of a PNG. Defaults to `110`.
+
+    Returns:
+        The absolute path written.
+
+    Raises:
+        FileExistsError: if `path` exists and `overwrite` is false.
+        ValueError: if the suffix of `path` is not one of `FORMATS`, or
+            `path` may not be replaced (not a regular file).
+
+    Example (writes a file, so not run here):
+
+    >>> from keras_posenc import plot
+    >>> plot.save(plot.heatmap(), "pe.svg")  # doctest: +SKIP
+    '/.../pe.svg'
+    """
+    written: str = _files.check_path(path)
+    fmt = file_format(written)
+    _arguments.check_bool("overwrite", overwrite)
+    dpi = _arguments.check_positive_int("dpi", dpi)
+    with _files.atomic_file(written, overwrite=overwrite) as staging:
+        figure.savefig(staging, format=fmt, dpi=dpi)
+    return written
+
+
+def save_png(
+    figure: Figure,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    dpi: int = 110,
+) -> str:
+    """Writes `figure` to `path`, which must end in `.png`; see `save`.
+
+    For pictures of the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
+
+    Args:
+        figure: a matplotlib `Figure`.
+        path: str or os.PathLike. The file to write, ending in `.png`.
         overwrite: bool. Replace an existing regular file at `path`.
             Defaults to `False`.
         dpi: int. Resolution. Defaults to `110`.
@@ -439,7 +613,8 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
 
     Raises:
         FileExistsError: if `path` exists and `overwrite` is false.
-        ValueError: if `path` may not be replaced (not a regular file).
+        ValueError: if `path` does not end in `.png`, or may not be
+            replaced (not a regular file).
 
     Example (writes a file, so not run here):
 
@@ -448,16 +623,19 @@ def save_png(figure, path, *, overwrite=False, dpi=110):
     '/.../pe.png'
     """
     path = _files.check_path(path)
-    _arguments.check_bool("overwrite", overwrite)
-    dpi = _arguments.check_positive_int("dpi", dpi)
-    with _files.atomic_file(path, overwrite=overwrite) as staging:
-        figure.savefig(staging, format="png", dpi=dpi)
-    return path
+    if file_format(path) != "png":
+        raise _arguments.invalid("path", "a file name ending in .png", path)
+    return save(figure, path, overwrite=overwrite, dpi=dpi)
 
 
 __all__ = [
+    "FORMATS",
+    "check_precision_base",
+    "check_size",
+    "file_format",
     "heatmap",
     "precision",
+    "save",
     "save_png",
     "similarity",
     "similarity_matrix",

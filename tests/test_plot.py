@@ -249,3 +249,74 @@ def test_save_png_checks_its_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"`overwrite`, expected a bool"):
         plot.save_png(plot.wavelengths(8), tmp_path / "x.png", overwrite="yes")
     assert os.listdir(tmp_path) == []
+
+
+# -- formats ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, start",
+    [("w.png", PNG_MAGIC), ("w.svg", b"<?xml"), ("w.pdf", b"%PDF-")],
+)
+def test_save_writes_the_format_of_the_suffix(tmp_path, name, start):
+    # The bytes match the suffix (an .svg file never holds a PNG).
+    path = plot.save(plot.wavelengths(8), tmp_path / name)
+    assert path == str(tmp_path / name)
+    assert (tmp_path / name).read_bytes().startswith(start)
+    assert os.listdir(tmp_path) == [name]
+
+
+@pytest.mark.parametrize("name", ["w.jpg", "w", "w.png.txt"])
+def test_save_refuses_a_suffix_it_cannot_write(tmp_path, name):
+    # Anything but .png, .svg, .pdf: a ValueError naming `path`, no file.
+    with pytest.raises(
+        ValueError,
+        match=r"`path`, expected a file name ending in \.png, \.svg, \.pdf\. "
+        r"Received: path=",
+    ):
+        plot.save(plot.wavelengths(8), tmp_path / name)
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_png_refuses_another_suffix(tmp_path):
+    # save_png writes PNGs only: `pe.svg` is refused, not filled with PNG bytes.
+    with pytest.raises(ValueError, match=r"`path`, expected a file name ending in"):
+        plot.save_png(plot.wavelengths(8), tmp_path / "pe.svg")
+    assert os.listdir(tmp_path) == []
+
+
+def test_file_format_ignores_case():
+    # The suffix decides, in any case.
+    assert [plot.file_format(n) for n in ("a.PNG", "b.Svg", "c.pdf")] == [
+        "png",
+        "svg",
+        "pdf",
+    ]
+
+
+@pytest.mark.parametrize("base", [5e-324, 0.5])
+def test_precision_refuses_a_base_below_one(base):
+    # Below 1 the float64 reference of the plot is not exact (5e-324 made
+    # its frequencies overflow, with 18 numpy warnings): refused by name.
+    with pytest.raises(
+        ValueError,
+        match=r"`max_wavelength`, expected a number >= 1 for a precision plot",
+    ):
+        plot.precision(8, max_wavelength=base, exponents=[4], window=4)
+
+
+def test_importing_plot_does_not_import_keras():
+    # The command line checks plot arguments before Keras starts.
+    import subprocess
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv = ['keras-posenc']; import keras_posenc.plot; "
+            "print('keras' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
