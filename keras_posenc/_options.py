@@ -9,8 +9,6 @@ options (allowed values, cross-checks such as `max_length` with
 import dataclasses
 import functools
 
-from keras import backend
-
 from keras_posenc import _arguments
 from keras_posenc._arguments import invalid
 
@@ -147,6 +145,9 @@ class SinusoidalOptions:
 
     def check_inputs_dtype(self, dtype):
         """Refuses integer inputs unless the encoding is returned alone."""
+        # Imported here: the command line builds options without Keras.
+        from keras import backend
+
         if self.merge is not None and not backend.is_float_dtype(dtype):
             raise invalid(
                 "inputs",

@@ -239,7 +239,7 @@ NUMBER = "a finite number > 0"
         ),
         (
             ["export", "e", "--depth", "8", "--mode", "lookup", "--max-length", "-5"],
-            invalid("--max-length", "a positive integer <= 2147483648", -5),
+            invalid("--max-length", "a positive integer <= 2147483520", -5),
         ),
     ],
 )
