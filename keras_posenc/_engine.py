@@ -126,7 +126,7 @@ class Encoder:
 
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
-        # (first position, rows) of the block that `recent_rows` last computed.
+        # (first position, rows) of the block that `block` last computed.
         self._block = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
@@ -163,13 +163,14 @@ class Encoder:
             return self._range(start, bucket)[:length]
         return self._range(start, length)
 
-    def recent_rows(self, first, end):
-        """Rows for positions ``[first, end)`` (at most 64), when running eagerly.
+    def block(self, first, end):
+        """``(base, rows)``: rows of ``[base, base + 128)``, holding ``[first, end)``.
 
-        Decoding asks for one position per layer and step. The 128 rows from
+        For eager decoding (a span of at most 64 positions). Decoding asks
+        for one position per layer and step: the 128 rows from
         ``64 * floor(first / 64)`` are computed once and kept, so the next
-        steps (and every layer sharing this encoder) read slices of them:
-        the same bits as `rows`, without running the engine.
+        steps (and every layer sharing this encoder) read slices of them,
+        with the bits of `rows`, without running the engine.
         """
         block = self._block
         if block is None or not block[0] <= first < end <= block[0] + 2 * FINE_ROWS:
@@ -177,7 +178,11 @@ class Encoder:
             with _backend.eager_scope():  # concrete under `jax.jit` too
                 start = ops.convert_to_tensor(base, "int32")
                 self._block = block = (base, self._range(start, 2 * FINE_ROWS))
-        base, rows = block
+        return block
+
+    def recent_rows(self, first, end):
+        """Rows for positions ``[first, end)`` (at most 64), read from `block`."""
+        base, rows = self.block(first, end)
         return rows[first - base : end - base]
 
     def at(self, positions):

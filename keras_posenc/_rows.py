@@ -16,6 +16,19 @@ from keras_posenc import _arguments, _backend, _engine
 from keras_posenc._phase_constants import FINE_ROWS
 
 
+def decoding_range(positions):
+    """``(first, end)`` of an eager span of at most 64 known positions, or `None`.
+
+    Such a call (a decoding step) reads rows from the encoder's cached block
+    (`_engine.Encoder.block`) instead of running the engine.
+    """
+    known_range = positions.known_range
+    if known_range and 0 < known_range[1] - known_range[0] <= FINE_ROWS:
+        if _backend.executing_eagerly():
+            return known_range
+    return None
+
+
 class ComputedRows:
     """Rows computed at every call by the exact engine: no length limit.
 
@@ -27,10 +40,9 @@ class ComputedRows:
         self.encoder = encoder
 
     def __call__(self, positions):
-        known_range = positions.known_range
-        if known_range and 0 < known_range[1] - known_range[0] <= FINE_ROWS:
-            if _backend.executing_eagerly():
-                return self.encoder.recent_rows(*known_range)  # checked: no guard
+        step = decoding_range(positions)
+        if step is not None:
+            return self.encoder.recent_rows(*step)  # checked: no guard
         if positions.is_span and not positions.batched_span:
             rows = self.encoder.rows(positions.start, positions.length)
         else:
@@ -118,4 +130,4 @@ def sinusoidal_rows(options, width):
     return LookupTable(encoder, options.max_length, extend)
 
 
-__all__ = ["ComputedRows", "LookupTable", "sinusoidal_rows"]
+__all__ = ["ComputedRows", "LookupTable", "decoding_range", "sinusoidal_rows"]

@@ -5,7 +5,7 @@ import functools
 import numpy as np
 from keras import backend, ops
 
-from keras_posenc import _arguments, _backend, _engine, _hf_config, _positions
+from keras_posenc import _arguments, _backend, _hf_config, _positions, _rotation
 from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._rope_config import (
     LAYOUTS,
@@ -13,96 +13,7 @@ from keras_posenc._rope_config import (
     RopeConfig,
     check_rotary_dim,
 )
-from keras_posenc._rows import ComputedRows
-
-
-@functools.lru_cache(maxsize=64)
-def _row_source(config, dim):
-    """The engine's rows ``[sin | cos]`` for one configuration, cached."""
-    return ComputedRows(_engine.rotary_encoder(config.frequencies(dim)))
-
-
-def _tables(rows, dim, attention, layout, signed):
-    """cos and (with `signed`, the rotation's sign folded in) sin, ``[..., dim]``."""
-    n = dim // 2
-    sin, cos = rows[..., :n], rows[..., n:]
-    if attention != 1.0:
-        sin, cos = sin * attention, cos * attention
-    first = -sin if signed else sin
-    if layout == "half":
-        return ops.concatenate([cos, cos], -1), ops.concatenate([first, sin], -1)
-    shape = (*ops.shape(rows)[:-1], dim)
-    pairs = (ops.stack([cos, cos], -1), ops.stack([first, sin], -1))
-    return tuple(ops.reshape(t, shape) for t in pairs)
-
-
-def _by_section(tables, channel_rows):
-    """Each column from the table of its position row (multimodal sections).
-
-    `tables` are the rows ``[sin | cos]`` of the temporal, height and width
-    positions; a selection, so equal positions give plain RoPE's bits.
-    """
-    column_rows = np.tile(np.array(channel_rows), 2)
-    out = tables[2]
-    for row in (1, 0):
-        out = ops.where(column_rows == row, tables[row], out)
-    return out
-
-
-def _swap(x, dim, layout):
-    """Halves or (2i, 2i+1) pairs swapped: one reverse of a size-2 axis (one
-    pass in TF graphs, fused by XLA, a TFLite builtin, unlike `tf.roll`)."""
-    n = dim // 2
-    split = (2, n) if layout == "half" else (n, 2)
-    pairs = ops.reshape(x, (*ops.shape(x)[:-1], *split))
-    return ops.reshape(
-        ops.flip(pairs, axis=-2 if layout == "half" else -1), ops.shape(x)
-    )
-
-
-def _rotate(x, cos, sin, layout, dim, features):
-    """``x * cos + swap(x) * sin`` on the first `dim` of `features` features.
-
-    `sin` carries the rotation's sign. The one rotation of this module:
-    float32 maths (float64 for float64 inputs), cast once to the input dtype.
-    """
-    dtype = _backend.dtype_name(x)
-    work = "float64" if dtype == "float64" else "float32"
-    cos, sin = ops.cast(cos, work), ops.cast(sin, work)
-    rotated = ops.cast(x[..., :dim] if dim < features else x, work)
-    out = ops.cast(rotated * cos + _swap(rotated, dim, layout) * sin, dtype)
-    if dim < features:
-        out = ops.concatenate([out, x[..., dim:]], axis=-1)
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def _rotation(attention, layout, seq, rank, dim, features, batched):
-    """`_rotate` with the `[L, dim]` (or `[B, L, dim]`) tables, compiled once.
-
-    The tables are built once per call and broadcast over every other axis.
-    """
-
-    def rotate(x, table):
-        (table,) = _backend.materialize(table)  # else XLA redoes the engine per column
-        cos, sin = _backend.materialize(
-            *_tables(table, dim, attention, layout, signed=True)
-        )
-        shape = [1] * rank
-        shape[seq], shape[-1] = ops.shape(cos)[-2], dim
-        if batched:
-            shape[0] = ops.shape(cos)[0]
-        cos, sin = (ops.reshape(t, shape) for t in (cos, sin))
-        return _rotate(x, cos, sin, layout, dim, features)
-
-    return _backend.compile_function(rotate)
-
-
-def _sign(dim, layout):
-    """-1 on the first feature of each rotated pair, +1 on the second."""
-    index = np.arange(dim)
-    first = index < dim // 2 if layout == "half" else index % 2 == 0
-    return np.where(first, -1.0, 1.0)
+from keras_posenc._rows import decoding_range
 
 
 @_backend.not_autograph
@@ -150,8 +61,8 @@ def apply_rotary(x, cos, sin, layout="half"):
     if not _arguments.is_int(dim) or dim <= 0 or dim % 2 or dim > features:
         expected = f"a positive even last dimension, at most {features} (`x`'s)"
         raise _arguments.invalid("cos", expected, f"<shape={tuple(cos.shape)}>")
-    signed = sin * _sign(dim, layout).astype(_backend.dtype_name(sin))
-    return _rotate(x, cos, signed, layout, dim, features)
+    signed = sin * _rotation.pair_signs(dim, layout).astype(_backend.dtype_name(sin))
+    return _rotation.rotate(x, cos, signed, layout, dim, features)
 
 
 @_backend.not_autograph
@@ -196,12 +107,12 @@ def rotary_cos_sin(
     parsed = _positions.explicit(
         "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
-    table = _row_source(config, dim)(parsed)
+    table = _rotation.row_source(config, dim)(parsed)
     sections = config.channel_rows(dim)
     if sections is not None and len(parsed.values.shape) == 3:
         _check_sections_shape(parsed.values.shape)
-        table = _by_section([table[row] for row in range(3)], sections)
-    return _tables(table, dim, config.attention_factor, layout, signed=False)
+        table = _rotation.by_section([table[row] for row in range(3)], sections)
+    return _rotation.cos_sin(table, dim, config.attention_factor, layout, signed=False)
 
 
 def _check_sections_shape(shape):
@@ -221,7 +132,7 @@ def _section_table(rows, positions, x, seq, low, sections):
     for row in range(3):
         parsed = _positions.in_call(x, seq, 0, positions[row], low=low)
         tables.append(rows(parsed))
-    return _by_section(tables, sections)
+    return _rotation.by_section(tables, sections)
 
 
 def _rank(value):
@@ -399,22 +310,38 @@ class RotaryEmbedding(PositionLayer):
         if not backend.is_float_dtype(dtype):
             raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
         seq, feat, dim = self._layout(inputs.shape)
-        x = inputs if feat == len(inputs.shape) - 1 else ops.moveaxis(inputs, feat, -1)
-        seq -= int(feat < seq)
-        rows = _row_source(self.rope_config, dim)
+        last = len(inputs.shape) - 1
+        x = inputs if feat == last else ops.moveaxis(inputs, feat, -1)
+        out = self._rotate(x, seq - int(feat < seq), dim, start_index, positions)
+        return out if feat == last else ops.moveaxis(out, -1, feat)
+
+    def _rotate(self, x, seq, dim, start_index, positions):
+        """`x` (features last, sequence axis `seq`) rotated at its positions."""
+        config, features = self.rope_config, x.shape[-1]
+        rows = _rotation.row_source(config, dim)
         low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
-        sections = self.rope_config.channel_rows(dim)
+        sections = config.channel_rows(dim)
         if sections is not None and positions is not None and _rank(positions) > 2:
             table = _section_table(rows, positions, x, seq, low, sections)
         else:
-            table = rows(_positions.in_call(x, seq, start_index, positions, low=low))
-        batched = len(table.shape) == 3
-        attention = self.rope_config.attention_factor
-        rotate = _rotation(
-            attention, self.layout, seq, len(x.shape), dim, x.shape[-1], batched
+            parsed = _positions.in_call(x, seq, start_index, positions, low=low)
+            step = decoding_range(parsed)
+            if step is not None:
+                trailing = len(x.shape) - seq - 2
+                tables = _rotation.step_tables(config, dim, self.layout, trailing)
+                rotate = _rotation.step_rotation(self.layout, dim, features)
+                return rotate(x, *tables(*step))
+            table = rows(parsed)
+        rotate = _rotation.rotation(
+            config.attention_factor,
+            self.layout,
+            seq,
+            len(x.shape),
+            dim,
+            features,
+            len(table.shape) == 3,
         )
-        out = rotate(x, table)
-        return out if feat == len(inputs.shape) - 1 else ops.moveaxis(out, -1, feat)
+        return rotate(x, table)
 
     def compute_output_shape(self, input_shape):
         return output_shape(input_shape)
