@@ -1,15 +1,18 @@
 """Rotary position embeddings (RoPE), exact to float32 rounding at every position."""
 
-import functools
-
-import numpy as np
 from keras import backend, ops
 
-from keras_posenc import _arguments, _backend, _hf_config, _positions, _rotation
+from keras_posenc import (
+    _arguments,
+    _backend,
+    _hf_config,
+    _positions,
+    _rotary_inputs,
+    _rotation,
+)
 from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._rope_config import (
     LAYOUTS,
-    MAX_ROTARY_DIM,
     RopeConfig,
     check_rotary_dim,
 )
@@ -110,67 +113,9 @@ def rotary_cos_sin(
     table = _rotation.row_source(config, dim)(parsed)
     sections = config.channel_rows(dim)
     if sections is not None and len(parsed.values.shape) == 3:
-        _check_sections_shape(parsed.values.shape)
+        _rotary_inputs.check_section_shape(parsed.values.shape)
         table = _rotation.by_section([table[row] for row in range(3)], sections)
     return _rotation.cos_sin(table, dim, config.attention_factor, layout, signed=False)
-
-
-def _check_sections_shape(shape):
-    if len(shape) != 3 or shape[0] != 3:
-        expected = (
-            "[3, batch, length] positions (temporal, height, width) with an "
-            "'mrope_section', or text positions [length] or [batch, length]"
-        )
-        raise _arguments.invalid("positions", expected, f"<shape={tuple(shape)}>")
-
-
-def _section_table(rows, positions, x, seq, low, sections):
-    """Rows of ``[3, batch, length]`` positions, each column from its row."""
-    shape = positions.shape if hasattr(positions, "shape") else np.shape(positions)
-    _check_sections_shape(shape)
-    tables = []
-    for row in range(3):
-        parsed = _positions.in_call(x, seq, 0, positions[row], low=low)
-        tables.append(rows(parsed))
-    return _rotation.by_section(tables, sections)
-
-
-def _rank(value):
-    return len(value.shape) if hasattr(value, "shape") else np.ndim(value)
-
-
-def _axes(shape, sequence_axis, feature_axis):
-    rank, axes = len(shape), []
-    for name, axis in (
-        ("sequence_axis", sequence_axis),
-        ("feature_axis", feature_axis),
-    ):
-        if not (-rank <= axis < rank and axis % rank != 0 and axis % rank not in axes):
-            expected = f"a distinct non-batch axis of inputs of shape {shape}"
-            raise _arguments.invalid(name, expected, axis)
-        axes.append(axis % rank)
-    return axes
-
-
-@functools.lru_cache(maxsize=256)
-def _input_layout(shape, sequence_axis, feature_axis, rotary_dim, config):
-    """``(sequence axis, feature axis, rotary dim)`` for inputs of `shape`."""
-    seq, feat = _axes(shape, sequence_axis, feature_axis)
-    features = shape[feat]
-    dim = rotary_dim or features
-    if not _arguments.is_int(features) or not _arguments.is_int(dim) or dim % 2:
-        expected = "a known, even feature dimension (or an even `rotary_dim`)"
-        raise _arguments.invalid("inputs", expected, f"<shape={shape}>")
-    if dim > features:
-        raise _arguments.invalid("rotary_dim", f"at most {features} features", dim)
-    if dim <= 0 or dim > MAX_ROTARY_DIM:
-        expected = (
-            f"between 2 and {MAX_ROTARY_DIM} features to rotate (or a `rotary_dim` "
-            "in that range)"
-        )
-        raise _arguments.invalid("inputs", expected, f"<shape={shape}>")
-    config.check_dim(dim)
-    return seq, feat, int(dim)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -299,7 +244,7 @@ class RotaryEmbedding(PositionLayer):
     def _layout(self, shape):
         """(sequence axis, feature axis, rotary dim) for an input shape."""
         options = (self.sequence_axis, self.feature_axis, self.rotary_dim)
-        return _input_layout(tuple(shape), *options, self.rope_config)
+        return _rotary_inputs.rotary_layout(tuple(shape), *options, self.rope_config)
 
     def build(self, input_shape):
         self._layout(input_shape)
@@ -321,8 +266,8 @@ class RotaryEmbedding(PositionLayer):
         rows = _rotation.row_source(config, dim)
         low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
         sections = config.channel_rows(dim)
-        if sections is not None and positions is not None and _rank(positions) > 2:
-            table = _section_table(rows, positions, x, seq, low, sections)
+        if sections is not None and _rotary_inputs.is_multimodal(positions):
+            table = _rotary_inputs.section_rows(rows, positions, x, seq, low, sections)
         else:
             parsed = _positions.in_call(x, seq, start_index, positions, low=low)
             step = decoding_range(parsed)
