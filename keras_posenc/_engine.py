@@ -114,6 +114,12 @@ def position_rows(consts, positions):
     return _combine(fine_u, fine_v, sin, cos)
 
 
+def length_bucket(length):
+    """`length` rounded up to a power of two (at least 64): eager JAX compiles
+    once per bucket, not per length, so compilations (and memory) level off."""
+    return max(FINE_ROWS, 1 << max(length - 1, 0).bit_length())
+
+
 class Encoder:
     """The engine bound to one set of columns, compiled for eager callers.
 
@@ -159,8 +165,7 @@ class Encoder:
             # jax.jit compiles once per length: round up to a power of two so
             # that a few compilations serve every length. Rows do not depend
             # on the length, so the bits are the same.
-            bucket = max(FINE_ROWS, 1 << max(length - 1, 0).bit_length())
-            return self._range(start, bucket)[:length]
+            return self._range(start, length_bucket(length))[:length]
         return self._range(start, length)
 
     def block(self, first, end):
@@ -194,8 +199,7 @@ class Encoder:
         if _backend.NAME == "jax" and not _backend.is_traced(flat):
             # Eager JAX compiles once per size: pad to a power of two so that
             # memory levels off (a few compilations serve every size).
-            bucket = max(FINE_ROWS, 1 << max(count - 1, 0).bit_length())
-            padded = ops.pad(flat, [(0, bucket - count)])
+            padded = ops.pad(flat, [(0, length_bucket(count) - count)])
             rows = self._positions(padded)[:count]
         else:
             rows = self._positions(flat)

@@ -107,7 +107,24 @@ def rotation(attention, layout, seq, rank, dim, features, batched):
         cos, sin = (ops.reshape(t, shape) for t in (cos, sin))
         return rotate(x, cos, sin, layout, dim, features)
 
-    return _backend.compile_function(rotate_rows)
+    compiled = _backend.compile_function(rotate_rows)
+    if _backend.NAME != "jax":
+        return compiled
+
+    def bucketed(x, rows):
+        # Eager JAX compiles per shape: pad the sequence to a length bucket
+        # (padding rows rotate to zeros and are cut off; element-wise, so
+        # the bits of the kept rows do not change).
+        length = x.shape[seq]
+        if _backend.is_traced(x) or length == _engine.length_bucket(length):
+            return compiled(x, rows)
+        extra = _engine.length_bucket(length) - length
+        x = ops.pad(x, [(0, extra if axis == seq else 0) for axis in range(rank)])
+        rows = ops.pad(rows, [(0, 0)] * (len(rows.shape) - 2) + [(0, extra), (0, 0)])
+        return compiled(x, rows)[(slice(None),) * seq + (slice(0, length),)]
+
+    bucketed.compiled = compiled  # its `_cache_size()`: compilations so far
+    return bucketed
 
 
 @functools.lru_cache(maxsize=64)

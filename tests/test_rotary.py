@@ -1080,3 +1080,25 @@ def test_tflite_builtins_dynamic_length():
         np.testing.assert_allclose(
             got, to_numpy(layer(x, start_index=2**20)), rtol=0, atol=1e-6
         )
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX compiles per shape")
+def test_eager_jax_rotation_compilations_level_off_for_new_lengths():
+    # Eager JAX compiles the rotation once per input shape; sequence lengths
+    # are padded to powers of two, so after lengths up to 300, new lengths
+    # compile nothing more, and the rows are those of the unpadded call.
+    from keras_posenc import _rotation
+
+    layer = RotaryEmbedding()
+    rotation = _rotation.rotation(1.0, "half", 1, 3, 8, 8, False)
+
+    def call_lengths(lengths):
+        for length in lengths:
+            x = _x((1, length, 8))
+            out = to_numpy(layer(x, start_index=70))
+            angles = (70 + np.arange(length))[:, None] * _default_freqs(8)
+            np.testing.assert_allclose(out, _rotate64(x, angles), atol=_rotation_tol(x))
+        return rotation.compiled._cache_size()
+
+    seen = call_lengths([65, 128, 129, 256, 257, 300])
+    assert call_lengths(range(66, 300, 23)) == seen
