@@ -29,11 +29,11 @@ def compile_function(fn, static_argnums=()):
         def call(*args):
             if not tf.executing_eagerly():
                 return fn(*args)
-            args = [
+            converted = [
                 tf.constant(a, tf.int32) if i in static_argnums else a
                 for i, a in enumerate(args)
             ]
-            return compiled(*args)
+            return compiled(*converted)
 
         return call
     if NAME == "jax":
@@ -206,13 +206,14 @@ def guard(x, checks):
     """
     if not checks:
         return x
-    ok = None
+    ok = checks[0][0]
     for condition, message in checks:
         if in_graph():
             import tensorflow as tf
 
             tf.debugging.Assert(ops.all(condition), [message])
-        ok = condition if ok is None else ops.logical_and(ok, condition)
+        if condition is not ok:
+            ok = ops.logical_and(ok, condition)
     extra = len(x.shape) - len(ok.shape)
     ok = ops.reshape(ok, (*ops.shape(ok), *([1] * extra)))
     return ops.where(ok, x, float("nan"))

@@ -26,6 +26,7 @@ eagerly. The graph has no float64 op.
 """
 
 import functools
+from typing import Any
 
 import numpy as np
 from keras import ops
@@ -133,7 +134,7 @@ class Encoder:
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
         # (first position, rows) of the block that `block` last computed.
-        self._block = None
+        self._block: tuple[int, Any] | None = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import math
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -283,7 +284,7 @@ class RopeConfig:
         """The configuration as a `rope_scaling` dict of plain JSON values."""
         if self.rope_type == "default" and self.mrope_section is None:
             return None
-        scaling = {"rope_type": self.rope_type}
+        scaling: dict[str, Any] = {"rope_type": self.rope_type}
         for key, value in self.parameters:
             scaling[key] = list(value) if isinstance(value, tuple) else value
         if self.mrope_section is not None:
@@ -333,11 +334,12 @@ class RopeConfig:
             if not given:
                 yield from self._range_problems(entry, p)
             return
-        if given and len(self.inverse_frequencies) != dim // 2:
+        given_count = len(self.inverse_frequencies or ())
+        if given and given_count != dim // 2:
             yield (
                 "inverse_frequencies",
                 f"rotary_dim / 2 = {dim // 2} values",
-                f"<{len(self.inverse_frequencies)} values>",
+                f"<{given_count} values>",
             )
         if self.mrope_section is not None:
             yield from _section_problems(

@@ -10,6 +10,7 @@ they give the same bits.
 """
 
 import functools
+from typing import Any
 
 import numpy as np
 from keras import ops
@@ -123,7 +124,7 @@ def rotation(attention, layout, seq, rank, dim, features, batched):
         rows = ops.pad(rows, [(0, 0)] * (len(rows.shape) - 2) + [(0, extra), (0, 0)])
         return compiled(x, rows)[(slice(None),) * seq + (slice(0, length),)]
 
-    bucketed.compiled = compiled  # its `_cache_size()`: compilations so far
+    bucketed.compiled = compiled  # type: ignore[attr-defined]  # compilations: `_cache_size()`
     return bucketed
 
 
@@ -153,7 +154,7 @@ class StepTables:
         self.encoder = encoder
         self.dim, self.attention, self.layout = dim, attention, layout
         self.shape = (2 * FINE_ROWS, *([1] * trailing), dim)
-        self._cached = None  # (base, cos, sin)
+        self._cached: tuple[int, Any, Any] | None = None  # (base, cos, sin)
 
     def __call__(self, first, end):
         cached = self._cached

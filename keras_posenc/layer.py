@@ -1,6 +1,7 @@
 """The `SinusoidalPositionEncoding` Keras layer."""
 
 import math
+from typing import Any
 
 from keras import ops
 
@@ -115,17 +116,17 @@ class SinusoidalPositionEncoding(PositionLayer):
 
     def __init__(
         self,
-        max_wavelength=10000.0,
-        mode="compute",
-        max_length=None,
-        merge="add",
-        depth=None,
-        layout="interleaved",
-        scale_inputs=False,
-        out_of_range="error",
-        sequence_axis=1,
-        **kwargs,
-    ):
+        max_wavelength: float = 10000.0,
+        mode: str = "compute",
+        max_length: int | None = None,
+        merge: str | None = "add",
+        depth: int | None = None,
+        layout: str = "interleaved",
+        scale_inputs: bool = False,
+        out_of_range: str = "error",
+        sequence_axis: int = 1,
+        **kwargs: Any,
+    ) -> None:
         options = SinusoidalOptions(
             max_wavelength=max_wavelength,
             mode=mode,
@@ -144,7 +145,7 @@ class SinusoidalPositionEncoding(PositionLayer):
         for name, value in options.to_config().items():
             setattr(self, name, value)
         self.supports_masking = True
-        self._rows = None
+        self._rows: Any = None  # a row source (`_rows`), made by `build`
 
     def _layout(self, input_shape):
         shape = None if input_shape is None else tuple(input_shape)
@@ -155,7 +156,9 @@ class SinusoidalPositionEncoding(PositionLayer):
         self._rows = sinusoidal_rows(self._options, width)
         super().build(input_shape)
 
-    def call(self, inputs, start_index=0, positions=None, mask=None):
+    def call(
+        self, inputs: Any, start_index: Any = 0, positions: Any = None, mask: Any = None
+    ) -> Any:
         del mask  # passed through unchanged by `compute_mask`
         _check_dense(inputs)
         self._options.check_inputs_dtype(_backend.dtype_name(inputs))
@@ -210,7 +213,7 @@ class SinusoidalPositionEncoding(PositionLayer):
             return output_shape(dims[:-1] + [last])
         return output_shape((dims if len(dims) == 2 else dims[:-1]) + [width])
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self._options.to_config())
         return config

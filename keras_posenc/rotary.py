@@ -1,5 +1,8 @@
 """Rotary position embeddings (RoPE), exact to float32 rounding at every position."""
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from keras import backend, ops
 
 from keras_posenc import (
@@ -20,7 +23,7 @@ from keras_posenc._rows import decoding_range
 
 
 @_backend.not_autograph
-def apply_rotary(x, cos, sin, layout="half"):
+def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
     """Rotates the first ``cos.shape[-1]`` features of `x` by RoPE angles.
 
     The rotation of Su et al., "RoFormer" (2021),
@@ -70,14 +73,14 @@ def apply_rotary(x, cos, sin, layout="half"):
 
 @_backend.not_autograph
 def rotary_cos_sin(
-    positions,
-    dim,
+    positions: Any,
+    dim: int,
     *,
-    max_wavelength=10000.0,
-    rope_scaling=None,
-    layout="half",
-    inverse_frequencies=None,
-):
+    max_wavelength: float = 10000.0,
+    rope_scaling: Mapping[str, Any] | None = None,
+    layout: str = "half",
+    inverse_frequencies: Sequence[float] | None = None,
+) -> tuple[Any, Any]:
     """cos and sin of the RoPE angles ``p * w_i``, times the attention factor.
 
     The tables of Su et al., "RoFormer" (2021), https://arxiv.org/abs/2104.09864,
@@ -189,15 +192,15 @@ class RotaryEmbedding(PositionLayer):
 
     def __init__(
         self,
-        max_wavelength=10000.0,
-        rope_scaling=None,
-        rotary_dim=None,
-        layout="half",
-        inverse_frequencies=None,
-        sequence_axis=1,
-        feature_axis=-1,
-        **kwargs,
-    ):
+        max_wavelength: float = 10000.0,
+        rope_scaling: Mapping[str, Any] | None = None,
+        rotary_dim: int | None = None,
+        layout: str = "half",
+        inverse_frequencies: Sequence[float] | None = None,
+        sequence_axis: int = 1,
+        feature_axis: int = -1,
+        **kwargs: Any,
+    ) -> None:
         config = RopeConfig.build(
             max_wavelength, rope_scaling, inverse_frequencies, rotary_dim
         )
@@ -230,15 +233,15 @@ class RotaryEmbedding(PositionLayer):
         return cls(**arguments, **kwargs)
 
     @property
-    def max_wavelength(self):
+    def max_wavelength(self) -> float:
         return self.rope_config.max_wavelength
 
     @property
-    def rope_scaling(self):
+    def rope_scaling(self) -> dict[str, Any] | None:
         return self.rope_config.rope_scaling
 
     @property
-    def attention_factor(self):
+    def attention_factor(self) -> float:
         return self.rope_config.attention_factor
 
     def _layout(self, shape):
@@ -250,7 +253,7 @@ class RotaryEmbedding(PositionLayer):
         self._layout(input_shape)
         super().build(input_shape)
 
-    def call(self, inputs, start_index=0, positions=None):
+    def call(self, inputs: Any, start_index: Any = 0, positions: Any = None) -> Any:
         dtype = _backend.dtype_name(inputs)
         if not backend.is_float_dtype(dtype):
             raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
@@ -291,7 +294,7 @@ class RotaryEmbedding(PositionLayer):
     def compute_output_shape(self, input_shape):
         return output_shape(input_shape)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         given = self.rope_config.inverse_frequencies
         config.update(

@@ -7,6 +7,8 @@ The values come from the exact engine (`_engine.py`): within 2e-7 of the
 exact ones at every position in ``[-2**31, 2**31)``.
 """
 
+from typing import Any
+
 from keras import ops
 
 from keras_posenc import _arguments, _backend, _engine, _options, _positions
@@ -23,7 +25,7 @@ def _checked_options(depth, max_wavelength, layout, dtype):
     )
 
 
-def frequencies(depth, max_wavelength=10000.0):
+def frequencies(depth: int, max_wavelength: float = 10000.0) -> Any:
     """The angular frequencies ``w_i = max_wavelength ** (-2i / depth)``.
 
     One per sine/cosine pair (Vaswani et al., 2017, section 3.5,
@@ -53,14 +55,14 @@ def frequencies(depth, max_wavelength=10000.0):
 
 @_backend.not_autograph
 def sinusoidal_table(
-    length,
-    depth,
+    length: Any,
+    depth: int,
     *,
-    max_wavelength=10000.0,
-    start_index=0,
-    layout="interleaved",
-    dtype="float32",
-):
+    max_wavelength: float = 10000.0,
+    start_index: Any = 0,
+    layout: str = "interleaved",
+    dtype: str = "float32",
+) -> Any:
     """The sinusoidal table for positions ``start_index + [0, length)``.
 
     Vaswani et al., "Attention Is All You Need" (2017), section 3.5,
@@ -122,15 +124,15 @@ def sinusoidal_table(
 
 @_backend.not_autograph
 def positional_encoding(
-    batch_size,
-    length,
-    depth,
+    batch_size: Any,
+    length: Any,
+    depth: int,
     *,
-    max_wavelength=10000.0,
-    start_index=0,
-    layout="interleaved",
-    dtype="float32",
-):
+    max_wavelength: float = 10000.0,
+    start_index: Any = 0,
+    layout: str = "interleaved",
+    dtype: str = "float32",
+) -> Any:
     """The batch-tiled encoding ``[batch_size, length, depth]``.
 
     The classic pattern (Vaswani et al., 2017, section 3.5;
