@@ -134,7 +134,7 @@ class Encoder:
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
         # (first position, rows) of the block that `block` last computed.
-        self._block: tuple[int, Any] | None = None
+        self._block: tuple[int, Any, list] | None = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )
@@ -170,25 +170,32 @@ class Encoder:
         return self._range(start, length)
 
     def block(self, first, end):
-        """``(base, rows)``: rows of ``[base, base + 128)``, holding ``[first, end)``.
+        """``(base, rows, steps)``: the rows of ``[base, base + 128) ⊇ [first, end)``.
 
         For eager decoding (a span of at most 64 positions). Decoding asks
         for one position per layer and step: the 128 rows from
         ``64 * floor(first / 64)`` are computed once and kept, so the next
-        steps (and every layer sharing this encoder) read slices of them,
-        with the bits of `rows`, without running the engine.
+        steps (and every layer sharing this encoder) read them, with the
+        bits of `rows`, without running the engine. `steps` holds the same
+        rows one by one (``[1, C]`` each, split in one op): a one-position
+        step then costs no op at all (a TF eager slice costs more than a
+        plain Keras layer's whole call).
         """
         block = self._block
         if block is None or not block[0] <= first < end <= block[0] + 2 * FINE_ROWS:
             base = min(first - first % FINE_ROWS, POSITION_LIMIT - 2 * FINE_ROWS)
             with _backend.eager_scope():  # concrete under `jax.jit` too
                 start = ops.convert_to_tensor(base, "int32")
-                self._block = block = (base, self._range(start, 2 * FINE_ROWS))
+                rows = self._range(start, 2 * FINE_ROWS)
+                steps = ops.unstack(rows[:, None], axis=0)
+            self._block = block = (base, rows, steps)
         return block
 
     def recent_rows(self, first, end):
         """Rows for positions ``[first, end)`` (at most 64), read from `block`."""
-        base, rows = self.block(first, end)
+        base, rows, steps = self.block(first, end)
+        if end - first == 1:
+            return steps[first - base]
         return rows[first - base : end - base]
 
     def at(self, positions):

@@ -154,17 +154,22 @@ class StepTables:
         self.encoder = encoder
         self.dim, self.attention, self.layout = dim, attention, layout
         self.shape = (2 * FINE_ROWS, *([1] * trailing), dim)
-        self._cached: tuple[int, Any, Any] | None = None  # (base, cos, sin)
+        self._cached: tuple[int, Any, Any, list] | None = None  # base, cos, sin, steps
 
     def __call__(self, first, end):
         cached = self._cached
         if cached is None or not cached[0] <= first < end <= cached[0] + 2 * FINE_ROWS:
-            base, rows = self.encoder.block(first, end)
+            base, rows, _ = self.encoder.block(first, end)
             with _backend.eager_scope():
                 tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
                 cos, sin = (ops.reshape(t, self.shape) for t in tables)
-            self._cached = cached = (base, cos, sin)
-        base, cos, sin = cached
+                # One position per step: split once, read without an op.
+                split = [ops.unstack(t[:, None], axis=0) for t in (cos, sin)]
+                steps = list(zip(*split, strict=True))
+            self._cached = cached = (base, cos, sin, steps)
+        base, cos, sin, steps = cached
+        if end - first == 1:
+            return steps[first - base]
         return cos[first - base : end - base], sin[first - base : end - base]
 
 

@@ -66,8 +66,7 @@ class LookupTable:
 
     def __init__(self, encoder, max_length, fallback=None):
         _arguments.check_table_bytes(max_length, encoder.width)
-        self.max_length = max_length
-        self.fallback = fallback
+        self.encoder, self.max_length, self.fallback = encoder, max_length, fallback
         with _backend.eager_scope():
             self.table = encoder.rows(ops.convert_to_tensor(0, "int32"), max_length)
 
@@ -85,8 +84,10 @@ class LookupTable:
             first, end = known_range
             if first < end and (first < 0 or end > self.max_length):
                 return self._outside(first if first < 0 else end - 1, positions)
-            rows = ops.slice(self.table, (first, 0), (end - first, self.table.shape[1]))
-            return positions.guard(rows)
+            step = decoding_range(positions)
+            if step is not None:  # the encoder's kept block: the table's bits
+                return self.encoder.recent_rows(*step)
+            return positions.guard(self.table[first:end])
         values = positions.as_values()
         known = positions.known_values()
         if known is not None:
