@@ -116,7 +116,7 @@ class Phi3SuScaledRotaryEmbedding(Rotary):
         dim = inputs.shape[self.feature_axis]
         seq = sequence_axis(inputs, self.sequence_axis)
         start, _ = integral("start_index", start_index)
-        if len(getattr(start, "shape", ())):
+        if (len(start.shape) if hasattr(start, "shape") else np.ndim(start)) != 0:
             expected = "a scalar (one factor set per call)"
             raise _arguments.invalid("start_index", expected, start)
         length = inputs.shape[seq]

@@ -1,5 +1,6 @@
 """`use_exact`: keras-hub's position layers inside a model, made exact in place."""
 
+import re
 import warnings
 
 import keras
@@ -44,6 +45,7 @@ _LEFT_AS_IS = (
     "SAM3ViTRotaryEmbedding",
     "SmolLM3RotaryEmbedding",
 )
+_STALE = re.compile(r"\._layers\[\d+\]$")
 _COMPILED = ("train_function", "test_function", "predict_function", "generate_function")
 
 
@@ -185,7 +187,9 @@ def _plan(model):
     """
     swaps, marks, left = [], {}, set()
     for layer, owner, path, backbone in _walk(model):
-        if type(layer).__name__ in _LEFT_AS_IS:
+        # Keras keeps a replaced sublayer in `_layers` (ESM's attention
+        # replaces RoFormer's rotary layer): only one in use is worth a word.
+        if type(layer).__name__ in _LEFT_AS_IS and not _STALE.search(path):
             left.add(type(layer).__name__)
         drop_in = _drop_in(layer, owner, path)
         if drop_in is None:
