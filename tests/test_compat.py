@@ -483,3 +483,236 @@ def test_under_tf_keras_it_imports_and_its_layers_refuse_to_be_made():
     # keras-hub has no tf-keras version: one clear error, not a broken layer.
     with pytest.raises(RuntimeError, match="Keras 3 only.*TF_USE_LEGACY_KERAS"):
         compat.RotaryEmbedding()
+
+
+# --- use_exact on tiny random-weight keras-hub models -----------------------
+
+_DECODER = {
+    "vocabulary_size": 64,
+    "num_layers": 2,
+    "num_query_heads": 2,
+    "num_key_value_heads": 1,
+    "hidden_dim": 32,
+    "intermediate_dim": 64,
+}
+_ENCODER = {
+    "vocabulary_size": 64,
+    "num_layers": 2,
+    "num_heads": 2,
+    "hidden_dim": 32,
+    "intermediate_dim": 64,
+}
+_LLAMA3 = {
+    "rope_max_wavelength": 500000.0,
+    "rope_frequency_adjustment_factor": 8.0,
+    "rope_low_freq_factor": 1.0,
+    "rope_high_freq_factor": 4.0,
+    "rope_pretraining_sequence_length": 32,
+}
+_PHI3_SU = {
+    "max_sequence_length": 64,
+    "pretraining_sequence_length": 16,
+    "rope_scaling_type": "su",
+    "rope_scaling_short_factor": [1.0 + i / 8 for i in range(8)],
+    "rope_scaling_long_factor": [2.0 + i for i in range(8)],
+}
+_MOE = {"moe_intermediate_dim": 16, "num_experts": 2, "top_k": 1}
+# family: (backbone class name, arguments, position layers it holds)
+FAMILIES = {
+    "llama3": ("LlamaBackbone", {**_DECODER, **_LLAMA3}, 2),
+    "mistral": ("MistralBackbone", {**_DECODER, "rope_scaling_factor": 2.0}, 2),
+    "mixtral": ("MixtralBackbone", {**_DECODER, "num_experts": 2}, 2),
+    "gemma": ("GemmaBackbone", {**_DECODER, "head_dim": 16}, 2),
+    "gemma3": (
+        "Gemma3Backbone",
+        {
+            **_DECODER,
+            "head_dim": 16,
+            "image_size": 16,
+            "global_rope_scaling_factor": 8.0,
+        },
+        2,
+    ),
+    "gemma4_partial": (
+        "Gemma4Backbone",
+        {
+            **_DECODER,
+            "head_dim": 16,
+            "image_size": 16,
+            "sliding_window_pattern": 2,
+            "global_rope_partial_rotary_factor": 0.5,
+        },
+        2,
+    ),
+    "phi3_su": ("Phi3Backbone", {**_DECODER, **_PHI3_SU}, 2),
+    "qwen": ("QwenBackbone", _DECODER, 2),
+    "qwen3": ("Qwen3Backbone", {**_DECODER, "head_dim": 16}, 2),
+    "qwen_moe": (
+        "QwenMoeBackbone",
+        {**_DECODER, **_MOE, "shared_expert_intermediate_dim": 16},
+        2,
+    ),
+    "qwen3_moe": ("Qwen3MoeBackbone", {**_DECODER, **_MOE, "head_dim": 16}, 2),
+    "qwen3_5": (
+        "Qwen3_5Backbone",
+        {
+            **_DECODER,
+            "head_dim": 16,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            "layer_types": ["linear_attention", "full_attention"],
+        },
+        1,
+    ),
+    "gpt_neox": ("GPTNeoXBackbone", _ENCODER, 2),
+    "gpt_oss": (
+        "GptOssBackbone",
+        {**_DECODER, "num_experts": 2, "rope_scaling_factor": 4.0},
+        2,
+    ),
+    "esm": ("ESMBackbone", {**_ENCODER, "dropout": 0.0}, 2),
+}
+
+
+def _backbone(family):
+    name, arguments, _ = FAMILIES[family]
+    return getattr(keras_hub.models, name)(**arguments)
+
+
+def _inputs(family, length=12, start=1):
+    ids = (np.arange(length)[None] % 60 + start).astype("int32")
+    if family == "esm":
+        return {"token_ids": ids}
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    if family.startswith("gemma4"):
+        x["position_ids"] = np.arange(length, dtype="int32")[None]
+    return x
+
+
+def _outputs(model, x):
+    return [to_numpy(t) for t in keras.tree.flatten(model(x))]
+
+
+def _assert_close(after, before):
+    for a, b in zip(after, before, strict=True):
+        np.testing.assert_allclose(a, b, atol=NOISE * max(1.0, np.abs(b).max()))
+
+
+@keras3
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_use_exact_keeps_a_model_s_outputs_at_short_positions(family):
+    # Every keras-hub family that uses these layers: each one replaced,
+    # outputs within float32 noise of keras-hub's.
+    backbone, x = _backbone(family), _inputs(family)
+    before = _outputs(backbone, x)
+    assert compat.use_exact(backbone) == FAMILIES[family][2]
+    _assert_close(_outputs(backbone, x), before)
+
+
+@keras3
+def test_use_exact_twice_replaces_nothing_more():
+    # A model already exact is left as it is.
+    backbone = _backbone("llama3")
+    assert compat.use_exact(backbone) == 2
+    assert compat.use_exact(backbone) == 0
+
+
+@keras3
+@pytest.mark.parametrize(
+    "family, task",
+    [
+        ("llama3", "LlamaCausalLM"),
+        ("phi3_su", "Phi3CausalLM"),
+        pytest.param("gemma", "GemmaCausalLM", marks=pytest.mark.slow),
+    ],
+)
+def test_generate_after_use_exact(family, task):
+    # keras-hub's cached decoding (start_index per step) on the exact layers
+    # gives the greedy tokens it gave before (random weights, short prompt).
+    lm = getattr(keras_hub.models, task)(backbone=_backbone(family), preprocessor=None)
+    lm.compile(sampler="greedy")
+    prompt = {
+        "token_ids": np.array([[5, 6, 7, 0, 0, 0, 0, 0]], "int32"),
+        "padding_mask": np.array([[1, 1, 1, 0, 0, 0, 0, 0]], "int32"),
+    }
+    before = lm.generate(prompt, stop_token_ids=None)
+    assert compat.use_exact(lm) == 2
+    after = lm.generate(prompt, stop_token_ids=None)
+    np.testing.assert_array_equal(after["token_ids"], before["token_ids"])
+
+
+@keras3
+@pytest.mark.parametrize("family", ["llama3", "phi3_su", "esm"])
+def test_saved_after_use_exact_loads_exact_with_the_same_outputs(family, tmp_path):
+    # The .keras file rebuilds keras-hub's model, then its exact layers.
+    backbone, x = _backbone(family), _inputs(family)
+    compat.use_exact(backbone)
+    path = str(tmp_path / "model.keras")
+    backbone.save(path)
+    loaded = keras.saving.load_model(path)
+    kinds = {type(layer).__module__ for layer in _position_layers(loaded)}
+    assert kinds and all(k.startswith("keras_posenc.compat") for k in kinds)
+    _assert_close(_outputs(loaded, x), _outputs(backbone, x))
+
+
+def _position_layers(model):
+    found = []
+    for layer in model._flatten_layers(include_self=False):
+        if "Rotary" in type(layer).__name__ or "Sine" in type(layer).__name__:
+            found.append(layer)
+    return found
+
+
+class _Holder(keras.layers.Layer if not LEGACY else object):
+    """A layer holding other layers, as attention layers hold theirs."""
+
+    def __init__(self, *layers):
+        super().__init__()
+        self.held = list(layers)
+
+
+@keras3
+def test_moonshine_rotary_layer_is_refused_and_nothing_changes():
+    # It returns angles, not rotated inputs: no exact drop-in exists.
+    from keras_hub.src.models.moonshine.moonshine_layers import (
+        MoonshineRotaryEmbedding,
+    )
+
+    plain = keras_hub.layers.RotaryEmbedding()
+    holder = _Holder(plain, MoonshineRotaryEmbedding(head_dim=16))
+    with pytest.raises(ValueError, match="MoonshineRotaryEmbedding.*returns float32"):
+        compat.use_exact(holder)
+    assert type(plain) is keras_hub.layers.RotaryEmbedding
+
+
+@keras3
+def test_an_unknown_subclass_is_refused_by_name():
+    # What a subclass computes is not known: never swapped for the base.
+    class ScaledRope(keras_hub.layers.RotaryEmbedding):
+        pass
+
+    with pytest.raises(ValueError, match="ScaledRope.*does not know what it computes"):
+        compat.use_exact(_Holder(ScaledRope()))
+
+
+@keras3
+def test_multimodal_qwen3_5_rotation_is_refused():
+    # Its owner rotates by sections from the layer's float32 frequencies.
+    name, arguments, _ = FAMILIES["qwen3_5"]
+    backbone = keras_hub.models.Qwen3_5Backbone(**arguments, mrope_section=[2, 1, 1])
+    with pytest.raises(ValueError, match="mrope_section=\\[2, 1, 1\\]"):
+        compat.use_exact(backbone)
+
+
+@keras3
+def test_other_rotary_code_is_left_with_a_warning():
+    # RoFormer's own rotary layer is no keras-hub position layer: named.
+    from keras_hub.src.models.roformer_v2.roformer_v2_attention import (
+        RoformrPositionalEmbedding,
+    )
+
+    holder = _Holder(RoformrPositionalEmbedding(output_dim=8, max_wavelength=100))
+    with pytest.warns(UserWarning, match="RoformrPositionalEmbedding"):
+        assert compat.use_exact(holder) == 0
