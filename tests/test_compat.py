@@ -489,7 +489,7 @@ def test_under_tf_keras_it_imports_and_its_layers_refuse_to_be_made():
 
 _DECODER = {
     "vocabulary_size": 64,
-    "num_layers": 2,
+    "num_layers": 1,
     "num_query_heads": 2,
     "num_key_value_heads": 1,
     "hidden_dim": 32,
@@ -497,7 +497,7 @@ _DECODER = {
 }
 _ENCODER = {
     "vocabulary_size": 64,
-    "num_layers": 2,
+    "num_layers": 1,
     "num_heads": 2,
     "hidden_dim": 32,
     "intermediate_dim": 64,
@@ -519,10 +519,10 @@ _PHI3_SU = {
 _MOE = {"moe_intermediate_dim": 16, "num_experts": 2, "top_k": 1}
 # family: (backbone class name, arguments, position layers it holds)
 FAMILIES = {
-    "llama3": ("LlamaBackbone", {**_DECODER, **_LLAMA3}, 2),
-    "mistral": ("MistralBackbone", {**_DECODER, "rope_scaling_factor": 2.0}, 2),
-    "mixtral": ("MixtralBackbone", {**_DECODER, "num_experts": 2}, 2),
-    "gemma": ("GemmaBackbone", {**_DECODER, "head_dim": 16}, 2),
+    "llama3": ("LlamaBackbone", {**_DECODER, **_LLAMA3}, 1),
+    "mistral": ("MistralBackbone", {**_DECODER, "rope_scaling_factor": 2.0}, 1),
+    "mixtral": ("MixtralBackbone", {**_DECODER, "num_experts": 2}, 1),
+    "gemma": ("GemmaBackbone", {**_DECODER, "head_dim": 16}, 1),
     "gemma3": (
         "Gemma3Backbone",
         {
@@ -531,7 +531,7 @@ FAMILIES = {
             "image_size": 16,
             "global_rope_scaling_factor": 8.0,
         },
-        2,
+        1,
     ),
     "gemma4_partial": (
         "Gemma4Backbone",
@@ -542,17 +542,17 @@ FAMILIES = {
             "sliding_window_pattern": 2,
             "global_rope_partial_rotary_factor": 0.5,
         },
-        2,
+        1,
     ),
-    "phi3_su": ("Phi3Backbone", {**_DECODER, **_PHI3_SU}, 2),
-    "qwen": ("QwenBackbone", _DECODER, 2),
-    "qwen3": ("Qwen3Backbone", {**_DECODER, "head_dim": 16}, 2),
+    "phi3_su": ("Phi3Backbone", {**_DECODER, **_PHI3_SU}, 1),
+    "qwen": ("QwenBackbone", _DECODER, 1),
+    "qwen3": ("Qwen3Backbone", {**_DECODER, "head_dim": 16}, 1),
     "qwen_moe": (
         "QwenMoeBackbone",
         {**_DECODER, **_MOE, "shared_expert_intermediate_dim": 16},
-        2,
+        1,
     ),
-    "qwen3_moe": ("Qwen3MoeBackbone", {**_DECODER, **_MOE, "head_dim": 16}, 2),
+    "qwen3_moe": ("Qwen3MoeBackbone", {**_DECODER, **_MOE, "head_dim": 16}, 1),
     "qwen3_5": (
         "Qwen3_5Backbone",
         {
@@ -562,17 +562,17 @@ FAMILIES = {
             "linear_num_value_heads": 2,
             "linear_key_head_dim": 8,
             "linear_value_head_dim": 8,
-            "layer_types": ["linear_attention", "full_attention"],
+            "layer_types": ["full_attention"],
         },
         1,
     ),
-    "gpt_neox": ("GPTNeoXBackbone", _ENCODER, 2),
+    "gpt_neox": ("GPTNeoXBackbone", _ENCODER, 1),
     "gpt_oss": (
         "GptOssBackbone",
         {**_DECODER, "num_experts": 2, "rope_scaling_factor": 4.0},
-        2,
+        1,
     ),
-    "esm": ("ESMBackbone", {**_ENCODER, "dropout": 0.0}, 2),
+    "esm": ("ESMBackbone", {**_ENCODER, "dropout": 0.0}, 1),
 }
 
 
@@ -601,7 +601,14 @@ def _assert_close(after, before):
 
 
 @keras3
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize(
+    "family",
+    # Qwen 3.5's layers take ~50 s eagerly on JAX.
+    [
+        f if f != "qwen3_5" else pytest.param(f, marks=pytest.mark.slow)
+        for f in FAMILIES
+    ],
+)
 def test_use_exact_keeps_a_model_s_outputs_at_short_positions(family):
     # Every keras-hub family that uses these layers: each one replaced,
     # outputs within float32 noise of keras-hub's.
@@ -615,7 +622,7 @@ def test_use_exact_keeps_a_model_s_outputs_at_short_positions(family):
 def test_use_exact_twice_replaces_nothing_more():
     # A model already exact is left as it is.
     backbone = _backbone("llama3")
-    assert compat.use_exact(backbone) == 2
+    assert compat.use_exact(backbone) == 1
     assert compat.use_exact(backbone) == 0
 
 
@@ -625,7 +632,7 @@ def test_use_exact_twice_replaces_nothing_more():
     [
         ("llama3", "LlamaCausalLM"),
         ("phi3_su", "Phi3CausalLM"),
-        pytest.param("gemma", "GemmaCausalLM", marks=pytest.mark.slow),
+        ("gemma", "GemmaCausalLM"),
     ],
 )
 def test_generate_after_use_exact(family, task):
@@ -638,7 +645,7 @@ def test_generate_after_use_exact(family, task):
         "padding_mask": np.array([[1, 1, 1, 0, 0, 0, 0, 0]], "int32"),
     }
     before = lm.generate(prompt, stop_token_ids=None)
-    assert compat.use_exact(lm) == 2
+    assert compat.use_exact(lm) == 1
     after = lm.generate(prompt, stop_token_ids=None)
     np.testing.assert_array_equal(after["token_ids"], before["token_ids"])
 
