@@ -1,0 +1,268 @@
+"""`use_exact`: keras-hub's position layers inside a model, made exact in place."""
+
+import re
+import warnings
+
+import keras
+
+from keras_posenc.compat._base import PACKAGE, require_keras3
+from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
+from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sine import SinePositionEncoding
+from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
+
+_HUB = "keras_hub.src."
+_HUB_ROTARY = (_HUB + "layers.modeling.rotary_embedding", "RotaryEmbedding")
+_HUB_SINE = (_HUB + "layers.modeling.sine_position_encoding", "SinePositionEncoding")
+_HUB_BACKBONE = (_HUB + "models.backbone", "Backbone")
+# keras-hub's position layers (module, class name) and their drop-ins: every
+# subclass of its two layers in keras-hub 0.32's source.
+_DROP_INS = {
+    _HUB_ROTARY: RotaryEmbedding,
+    _HUB_SINE: SinePositionEncoding,
+    (
+        _HUB + "models.llama.llama_rotary_embedding",
+        "LlamaRotaryEmbedding",
+    ): LlamaRotaryEmbedding,
+    (
+        _HUB + "models.phi3.phi3_rotary_embedding",
+        "Phi3SuScaledRotaryEmbedding",
+    ): Phi3SuScaledRotaryEmbedding,
+    (_HUB + "models.esm.esm_attention", "ESMRotaryEmbedding"): ESMRotaryEmbedding,
+}
+# Subclasses with no exact equivalent, and why.
+_REFUSED = {
+    "MoonshineRotaryEmbedding": (
+        "it returns float32 angles (from a stored float32 `inv_freq` weight) "
+        "that Moonshine's attention turns into cos and sin itself"
+    ),
+}
+# keras-hub's other rotary code (own classes, inline rotations): left as is.
+_LEFT_AS_IS = (
+    "Gemma4VisionAttention",
+    "Qwen3_5VisionRotaryEmbedding",
+    "RoformrPositionalEmbedding",
+    "SAM3ViTRotaryEmbedding",
+    "SmolLM3RotaryEmbedding",
+)
+_STALE = re.compile(r"\._layers\[\d+\]$")
+_COMPILED = ("train_function", "test_function", "predict_function", "generate_function")
+
+
+def _lineage(obj):
+    return {(klass.__module__, klass.__qualname__) for klass in type(obj).__mro__}
+
+
+def _contained(path, value):
+    """The layers held in an attribute value (a layer, list, tuple or dict)."""
+    if isinstance(value, keras.layers.Layer):
+        yield path, value
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _contained(f"{path}[{i}]", item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _contained(f"{path}[{key!r}]", item)
+
+
+def _children(layer):
+    """``(path, child)`` for the layers a layer holds, named attributes first."""
+    attributes = dict(vars(layer))
+    attributes.update(attributes.pop("_modules", None) or {})  # torch modules
+    for name in sorted(attributes, key=lambda n: (n.startswith("_"), n)):
+        yield from _contained(f".{name}", attributes[name])
+
+
+def _walk(root):
+    """``(layer, owner, path, backbone)`` for every layer under `root`, once.
+
+    `backbone` is the innermost keras-hub `Backbone` holding the layer: the
+    object whose config rebuilds it when a saved model is loaded.
+    """
+    seen = {id(root)}
+    backbone = root if _HUB_BACKBONE in _lineage(root) else None
+    stack = [(root, "model", backbone)]
+    while stack:
+        owner, path, backbone = stack.pop()
+        found = []
+        for name, child in _children(owner):
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            inner = child if _HUB_BACKBONE in _lineage(child) else backbone
+            yield child, owner, path + name, inner
+            found.append((child, path + name, inner))
+        stack.extend(reversed(found))
+
+
+def _refuse_mrope(owner, path):
+    mrope = getattr(owner, "mrope_section", None)
+    if mrope is not None:
+        raise ValueError(
+            f"use_exact cannot make `{path}` exact: its owner "
+            f"{type(owner).__name__} (mrope_section={mrope}) computes its "
+            "multimodal rotation itself from the layer's float32 "
+            "frequencies. Build the model with mrope_section=None for text."
+        )
+
+
+def _drop_in(layer, owner, path):
+    """The drop-in for a keras-hub position layer, `None` for other layers."""
+    key = (type(layer).__module__, type(layer).__qualname__)
+    if key in _DROP_INS:
+        _refuse_mrope(owner, path)
+        return _DROP_INS[key]
+    lineage = _lineage(layer)
+    if _HUB_ROTARY in lineage or _HUB_SINE in lineage:
+        name = type(layer).__name__
+        why = _REFUSED.get(name, "use_exact does not know what it computes")
+        known = sorted(cls.__name__ for cls in _DROP_INS.values())
+        raise ValueError(
+            f"use_exact cannot make `{path}` ({name}, a subclass of a keras-hub "
+            f"position layer) exact: {why}. It replaces only layers it maps "
+            f"exactly, the keras-hub layers named {known}; nothing was changed."
+        )
+    return None
+
+
+class _ExactModel:
+    """A model made exact by `use_exact`: saved as the model it is (its class
+    and config), and made exact again when loaded (its config rebuilds
+    keras-hub's layers)."""
+
+    _original: type = object
+
+    def get_config(self):
+        original = self._original
+        return {
+            "model": {
+                "module": original.__module__,
+                "class_name": original.__name__,
+                "config": original.get_config(self),
+                "registered_name": keras.saving.get_registered_name(original),
+            }
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        model = keras.saving.deserialize_keras_object(config["model"])
+        use_exact(model)
+        return model
+
+
+_EXACT_NAME = "KerasHubExactModel"
+keras.saving.register_keras_serializable(package=PACKAGE, name=_EXACT_NAME)(_ExactModel)
+_EXACT_CLASSES: dict = {}
+
+
+def _mark(model):
+    """Gives `model` a subclass of its class that saves it as `_ExactModel`."""
+    cls = type(model)
+    if issubclass(cls, _ExactModel):
+        return
+    if cls not in _EXACT_CLASSES:
+        namespace = {
+            "_original": cls,
+            "__module__": __name__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+        }
+        exact = type(cls.__name__, (_ExactModel, cls), namespace)
+        # Every such class is saved under the one registered name, which
+        # loads through `_ExactModel.from_config`.
+        keras.saving.register_keras_serializable(package=PACKAGE, name=_EXACT_NAME)(
+            exact
+        )
+        keras.saving.get_custom_objects()[f"{PACKAGE}>{_EXACT_NAME}"] = _ExactModel
+        _EXACT_CLASSES[cls] = exact
+    model.__class__ = _EXACT_CLASSES[cls]
+
+
+def _plan(model):
+    """What `use_exact` will change, checked in full before any change.
+
+    Returns:
+        ``(swaps, marks, left)``: ``(layer, drop-in, options)`` triples,
+        the models to save as exact, the names of rotary code left as is.
+    """
+    swaps, marks, left = [], {}, set()
+    for layer, owner, path, backbone in _walk(model):
+        # Keras keeps a replaced sublayer in `_layers` (ESM's attention
+        # replaces RoFormer's rotary layer): only one in use is worth a word.
+        if type(layer).__name__ in _LEFT_AS_IS and not _STALE.search(path):
+            left.add(type(layer).__name__)
+        drop_in = _drop_in(layer, owner, path)
+        if drop_in is None:
+            continue
+        swaps.append((layer, drop_in, drop_in.options_of(layer)))
+        saved = model if backbone is None else backbone
+        marks[id(saved)] = saved
+    return swaps, marks, left
+
+
+def _reset_compiled(model):
+    """Drops compiled functions, so that `predict` and `generate` retrace."""
+    for target in [model] + [layer for layer, *_ in _walk(model)]:
+        for name in _COMPILED:
+            if getattr(target, name, None) is not None:
+                setattr(target, name, None)
+
+
+def use_exact(model):
+    """Makes every keras-hub position layer inside `model` exact, in place.
+
+    Each keras-hub `RotaryEmbedding`, `SinePositionEncoding`,
+    `LlamaRotaryEmbedding` (Llama 3 scaling), `Phi3SuScaledRotaryEmbedding`
+    (LongRoPE) and `ESMRotaryEmbedding` inside a keras-hub backbone or task
+    (or any Keras model or layer) becomes the drop-in of
+    `keras_posenc.compat` with the same configuration: the same values
+    within float32 noise at short positions, and within 2e-7 of exact cos
+    and sin (RoFormer, Su et al., 2021, https://arxiv.org/abs/2104.09864)
+    at every int32 position. The layer objects are kept and change class,
+    so every reference to them (attention layers' attributes, functional
+    graphs) sees the exact layer; weights are untouched. A subclass that
+    cannot be mapped exactly (Moonshine's, which returns angles; an unknown
+    one; Qwen 3.5's multimodal rotation) is refused by name, and then
+    nothing is changed.
+
+    Compiled functions (`predict_function`, keras-hub's
+    `generate_function`, ...) are reset, so `predict` and `generate` trace
+    the exact layers. A saved model (`model.save("m.keras")`) loads with
+    exact layers (`import keras_posenc.compat` first). Rotary code of
+    keras-hub that is not one of these layers (SmolLM3's, RoFormer's,
+    vision encoders') is left as it is, with a warning.
+
+    Args:
+        model: a Keras model or layer, e.g. a keras-hub `Backbone` or
+            `CausalLM`, built or not.
+
+    Returns:
+        int. How many layers were replaced (0 on a model already exact).
+
+    Example:
+
+    >>> import keras_hub
+    >>> from keras_posenc import compat
+    >>> backbone = keras_hub.models.LlamaBackbone(
+    ...     vocabulary_size=100, num_layers=1, num_query_heads=2,
+    ...     num_key_value_heads=1, hidden_dim=32, intermediate_dim=64)
+    >>> compat.use_exact(backbone)
+    1
+    >>> compat.use_exact(backbone)
+    0
+    """
+    require_keras3()
+    swaps, marks, left = _plan(model)
+    for layer, drop_in, options in swaps:
+        layer.__class__ = drop_in
+        layer.adopt(options)
+    for marked in marks.values():
+        _mark(marked)
+    _reset_compiled(model)
+    if left:
+        warnings.warn(
+            "use_exact left keras-hub's other rotary code as it is (float32 "
+            f"angles): {sorted(left)}.",
+            stacklevel=2,
+        )
+    return len(swaps)

@@ -1,0 +1,725 @@
+"""keras_posenc.compat: keras-hub's layers, arguments and models, made exact.
+
+Every value is checked twice, independently: against the installed
+keras-hub layer (same arguments, short positions, where its float32 angles
+are still right) and against a float64 numpy formula written here from the
+papers. The first group reproduces keras-hub 0.32's own tests of
+`RotaryEmbedding` and `SinePositionEncoding` with keras-hub's own arguments.
+"""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from _helpers import BACKEND, LEGACY, keras, reference, to_numpy
+from keras import ops
+
+keras_hub = pytest.importorskip("keras_hub")
+
+from keras_posenc import compat  # noqa: E402
+
+keras3 = pytest.mark.skipif(LEGACY, reason="keras-hub is Keras 3 only")
+# Float32 noise of one rotation or encoding (values of size ~1).
+NOISE = 2e-6
+# keras-hub's float32 angles are off by p * 2**-24: keep to short positions.
+SHORT = 16
+
+
+def _x(shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).astype("float32")
+
+
+def _rope64(x, positions, inv_freq, attention=1.0):
+    """RoPE in float64, rotate-half layout: x [B, L, ..., D], positions [L]/[B, L]."""
+    x = np.asarray(x, np.float64)
+    angle = np.asarray(positions, np.float64)[..., None] * np.asarray(inv_freq)
+    angle = np.broadcast_to(angle, (x.shape[0], *angle.shape[-2:]))
+    angle = angle.reshape(angle.shape[:2] + (1,) * (x.ndim - 3) + angle.shape[-1:])
+    cos = np.concatenate([np.cos(angle)] * 2, -1) * attention
+    sin = np.concatenate([np.sin(angle)] * 2, -1) * attention
+    half = x.shape[-1] // 2
+    turned = np.concatenate([-x[..., half:], x[..., :half]], -1)
+    return x * cos + turned * sin
+
+
+def _inv_freq(dim, base=10000.0):
+    return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+
+def _both(layer_kwargs, x, **call):
+    """(keras-hub's output, ours) for the same arguments and call."""
+    theirs = keras_hub.layers.RotaryEmbedding(**layer_kwargs)(x, **call)
+    ours = compat.RotaryEmbedding(**layer_kwargs)(x, **call)
+    return to_numpy(theirs), to_numpy(ours)
+
+
+# --- keras-hub's RotaryEmbedding tests, with its arguments ------------------
+
+
+@keras3
+@pytest.mark.parametrize(
+    "kwargs, shape",
+    [
+        (
+            {"max_wavelength": 1000, "scaling_factor": 2.0, "sequence_axis": 1},
+            (2, 4, 6),
+        ),
+        ({"max_wavelength": 1000}, (2, 8, 4, 6)),
+    ],
+    ids=["3d", "4d"],
+)
+def test_rotary_layer_behaviours(kwargs, shape):
+    # keras-hub's `test_layer_behaviors`: config round trip, the same output
+    # after it, keras-hub's values, and float64 ones.
+    x = _x(shape)
+    layer = compat.RotaryEmbedding(**kwargs)
+    clone = compat.RotaryEmbedding.from_config(layer.get_config())
+    out = to_numpy(layer(x))
+    np.testing.assert_array_equal(to_numpy(clone(x)), out)
+    theirs, _ = _both(kwargs, x)
+    np.testing.assert_allclose(out, theirs, atol=NOISE)
+    scale = kwargs.get("scaling_factor", 1.0)
+    freqs = _inv_freq(6, kwargs["max_wavelength"]) / scale
+    np.testing.assert_allclose(out, _rope64(x, np.arange(shape[1]), freqs), atol=NOISE)
+
+
+@keras3
+@pytest.mark.parametrize(
+    "shape", [(None, 32), (None, 100, 32)], ids=["dynamic", "multi_dimension"]
+)
+def test_rotary_symbolic_output_shape(shape):
+    # keras-hub's dynamic and multi-dimension output shape tests.
+    outputs = compat.RotaryEmbedding()(keras.Input(shape=shape))
+    assert tuple(outputs.shape) == (None, *shape)
+
+
+@keras3
+def test_rotary_output_correct_values():
+    # keras-hub's `test_output_correct_values`: ones [1, 4, 6] in a Sequential.
+    model = keras.Sequential([keras.Input(shape=(4, 6)), compat.RotaryEmbedding()])
+    x = np.ones((1, 4, 6), "float32")
+    out = to_numpy(model(x))
+    np.testing.assert_allclose(out, _both({}, x)[0], atol=NOISE)
+    np.testing.assert_allclose(out, _rope64(x, np.arange(4), _inv_freq(6)), atol=NOISE)
+
+
+@keras3
+def test_rotary_start_index_steps_equal_the_full_call():
+    # keras-hub's `test_start_index` (max_wavelength = seq_length = 3).
+    layer, x = compat.RotaryEmbedding(3), _x((2, 3, 4))
+    steps = [to_numpy(layer(x[:, i : i + 1], start_index=i)) for i in range(3)]
+    np.testing.assert_array_equal(np.concatenate(steps, 1), to_numpy(layer(x)))
+
+
+@keras3
+def test_rotary_permuted_axes():
+    # keras-hub's `test_permuted_axes`: sequence_axis=-1, feature_axis=-2.
+    x = _x((2, 3, 4))
+    permuted = compat.RotaryEmbedding(3, sequence_axis=-1, feature_axis=-2)
+    out = to_numpy(permuted(np.transpose(x, (0, 2, 1))))
+    theirs = keras_hub.layers.RotaryEmbedding(3, sequence_axis=-1, feature_axis=-2)
+    np.testing.assert_allclose(
+        out, to_numpy(theirs(np.transpose(x, (0, 2, 1)))), atol=NOISE
+    )
+    expected = _rope64(x, np.arange(3), _inv_freq(4, 3.0))
+    np.testing.assert_allclose(np.transpose(out, (0, 2, 1)), expected, atol=NOISE)
+
+
+@keras3
+def test_rotary_float16_output():
+    # keras-hub's `test_float16_dtype`, with values: float32 maths, one cast.
+    x = _x((1, 100, 32))
+    out = compat.RotaryEmbedding(dtype="float16")(x.astype("float16"))
+    assert keras.backend.standardize_dtype(out.dtype) == "float16"
+    expected = _rope64(x.astype("float16"), np.arange(100), _inv_freq(32))
+    np.testing.assert_allclose(to_numpy(out).astype(np.float64), expected, atol=2e-3)
+
+
+@keras3
+@pytest.mark.parametrize(
+    "positions, shape",
+    [([0, 0], (1, 2, 1, 16)), ([[0, 0], [0, 1]], (2, 2, 1, 16))],
+    ids=["1d", "2d"],
+)
+def test_rotary_float_positions(positions, shape):
+    # keras-hub's `test_positions_1d_array` / `_2d_array`: float32 positions.
+    x = np.random.default_rng(0).standard_normal(size=shape).astype("float32")
+    floats = ops.cast(positions, "float32")
+    theirs, ours = _both({}, x, positions=floats)
+    np.testing.assert_allclose(ours, theirs, atol=NOISE)
+    np.testing.assert_allclose(ours, _rope64(x, positions, _inv_freq(16)), atol=NOISE)
+
+
+@keras3
+@pytest.mark.parametrize(
+    "factor, start, length", [(2.0, 0, 3), (5.0, 12, 1)], ids=["scaling", "kv_cache"]
+)
+def test_rotary_scaling_factor(factor, start, length):
+    # keras-hub's `test_rope_scaling` and `..._with_kv_cache` (Hugging Face's
+    # linear scaling): ones [1, L, 2, 4], scaling_factor 2 and 5.
+    x = np.ones((1, length, 2, 4), "float32")
+    theirs, ours = _both({"scaling_factor": factor}, x, start_index=start)
+    np.testing.assert_allclose(ours, theirs, atol=NOISE)
+    expected = _rope64(x, np.arange(start, start + length), _inv_freq(4) / factor)
+    np.testing.assert_allclose(ours, expected, atol=NOISE)
+
+
+# --- keras-hub's scalings and arguments beyond its tests --------------------
+
+
+def _dynamic_freqs(dim, factor):
+    return _inv_freq(dim) / factor ** (dim / (dim - 2))
+
+
+def _yarn_freqs(dim, factor, orig, truncate, base=10000.0):
+    def correction(rotations):
+        return dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = correction(32.0), correction(1.0)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    ramp = np.clip((np.arange(dim // 2) - low) / max(high - low, 0.001), 0, 1)
+    inv = _inv_freq(dim, base)
+    return inv / factor * ramp + inv * (1 - ramp)
+
+
+@keras3
+@pytest.mark.parametrize(
+    "kwargs, freqs, attention",
+    [
+        ({"rope_type": "dynamic", "scaling_factor": 4.0}, _dynamic_freqs(16, 4.0), 1),
+        (
+            {
+                "rope_type": "yarn",
+                "scaling_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+            _yarn_freqs(16, 4.0, 64, True),
+            0.1 * math.log(4.0) + 1,
+        ),
+        (
+            {
+                "rope_type": "yarn",
+                "scaling_factor": 4.0,
+                "original_max_position_embeddings": 64,
+                "truncate": False,
+            },
+            _yarn_freqs(16, 4.0, 64, False),
+            0.1 * math.log(4.0) + 1,
+        ),
+        ({"denominator_dim": 32, "scaling_factor": 2.0}, _inv_freq(32)[:8] / 2, 1),
+    ],
+    ids=["dynamic", "yarn", "yarn_untruncated", "denominator_dim"],
+)
+def test_rotary_scalings_match_keras_hub_and_float64(kwargs, freqs, attention):
+    # keras-hub's "dynamic" (one division of every frequency), YaRN (its
+    # attention factor 0.1 ln s + 1) and Gemma 4's denominator_dim.
+    x = _x((2, 8, 3, 16))
+    theirs, ours = _both(kwargs, x, start_index=5)
+    np.testing.assert_allclose(ours, theirs, atol=NOISE)
+    expected = _rope64(x, np.arange(5, 13), freqs, attention)
+    np.testing.assert_allclose(ours, expected, atol=NOISE)
+
+
+@keras3
+def test_rotary_shared_positions_broadcast_over_the_batch():
+    # keras-hub treats [1, L] positions as shared by every example.
+    x = _x((3, 5, 2, 8))
+    positions = np.array([[4.0, 5.0, 6.0, 7.0, 8.0]], "float32")
+    theirs, ours = _both({}, x, positions=positions)
+    np.testing.assert_allclose(ours, theirs, atol=NOISE)
+    np.testing.assert_allclose(ours, _rope64(x, positions[0], _inv_freq(8)), atol=NOISE)
+
+
+@keras3
+def test_rotary_exact_at_long_positions():
+    # Where keras-hub's float32 angles are off by ~0.06, ours are float32
+    # rounding away from float64.
+    x, start = _x((1, 8, 2, 64)), 10**6
+    out = to_numpy(compat.RotaryEmbedding(500000)(x, start_index=start))
+    expected = _rope64(x, np.arange(start, start + 8), _inv_freq(64, 500000.0))
+    np.testing.assert_allclose(out, expected, atol=NOISE)
+
+
+# --- keras-hub's SinePositionEncoding tests, with its arguments ------------
+
+
+@keras3
+@pytest.mark.parametrize("shape", [(2, 4, 6), (1, 2, 4, 6)], ids=["3d", "4d"])
+def test_sine_layer_behaviours(shape):
+    # keras-hub's `test_layer_behaviors`: config round trip, keras-hub's
+    # values (sequence on axis -2, also on 4-D inputs) and float64 ones.
+    x = _x(shape)
+    layer = compat.SinePositionEncoding(max_wavelength=10000)
+    clone = compat.SinePositionEncoding.from_config(layer.get_config())
+    out = to_numpy(layer(x))
+    np.testing.assert_array_equal(to_numpy(clone(x)), out)
+    theirs = to_numpy(keras_hub.layers.SinePositionEncoding(max_wavelength=10000)(x))
+    np.testing.assert_allclose(out, theirs, atol=NOISE)
+    expected = np.broadcast_to(reference(np.arange(4), 6), shape)
+    np.testing.assert_allclose(out, expected, atol=NOISE)
+
+
+@keras3
+@pytest.mark.parametrize(
+    "shape",
+    [(100, 32), (None, 32), (None, 100, 32)],
+    ids=["static", "dynamic", "multi_dimension"],
+)
+def test_sine_symbolic_output_shape(shape):
+    # keras-hub's static, dynamic and multi-dimension output shape tests.
+    outputs = compat.SinePositionEncoding()(keras.Input(shape=shape))
+    assert tuple(outputs.shape) == (None, *shape)
+
+
+@keras3
+def test_sine_output_correct_values():
+    # keras-hub's `test_output_correct_values`, in a Sequential.
+    model = keras.Sequential([keras.Input(shape=(4, 6)), compat.SinePositionEncoding()])
+    out = to_numpy(model(_x((1, 4, 6))))
+    np.testing.assert_allclose(out[0], reference(np.arange(4), 6), atol=NOISE)
+
+
+@keras3
+def test_sine_start_index_steps_equal_the_full_call():
+    # keras-hub's `test_start_index`.
+    layer, x = compat.SinePositionEncoding(), _x((2, 3, 4))
+    steps = [to_numpy(layer(x[:, i : i + 1], start_index=i)) for i in range(3)]
+    np.testing.assert_array_equal(np.concatenate(steps, 1), to_numpy(layer(x)))
+
+
+@keras3
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_sine_positions(dtype):
+    # keras-hub's `test_positions` ([[0, 1], [1, 0]]), as ints and as floats.
+    positions = np.array([[0, 1], [1, 0]], dtype)
+    x = _x((2, 2, 4))
+    out = to_numpy(compat.SinePositionEncoding()(x, positions=positions))
+    theirs = keras_hub.layers.SinePositionEncoding()(x, positions=positions)
+    np.testing.assert_allclose(out, to_numpy(theirs), atol=NOISE)
+    np.testing.assert_allclose(out, reference(positions, 4), atol=NOISE)
+
+
+@keras3
+def test_sine_exact_at_long_positions():
+    # keras-hub's float32 angles are off by ~0.06 at 10**6; ours are not.
+    out = compat.SinePositionEncoding()(_x((1, 4, 64)), start_index=10**6)
+    expected = reference(np.arange(10**6, 10**6 + 4), 64)
+    np.testing.assert_allclose(to_numpy(out)[0], expected, atol=NOISE)
+
+
+# --- arguments refused by name ---------------------------------------------
+
+
+@keras3
+@pytest.mark.parametrize(
+    "layer, call",
+    [
+        (compat.RotaryEmbedding, {"positions": np.array([0.0, 1.5])}),
+        (compat.RotaryEmbedding, {"start_index": 2.5}),
+        (compat.SinePositionEncoding, {"positions": np.array([[0.0, 0.25]])}),
+    ],
+    ids=["rotary_positions", "rotary_start", "sine_positions"],
+)
+def test_fractional_float_positions_are_refused(layer, call):
+    # keras-hub would rotate by a fractional position; we never round one.
+    name = next(iter(call))
+    with pytest.raises(ValueError, match=f"`{name}`, expected integral positions"):
+        layer()(_x((1, 2, 4)), **call)
+
+
+@keras3
+def test_traced_fractional_positions_never_give_a_plausible_row():
+    # Inside a compiled predict the value is not known when traced: a TF
+    # graph assertion fails, JAX gives NaN rows; torch runs eagerly (raises).
+    tokens = keras.Input(shape=(2, 4))
+    positions = keras.Input(shape=(2,))
+    out = compat.RotaryEmbedding()(tokens, positions=positions)
+    model = keras.Model([tokens, positions], out)
+    bad = [_x((1, 2, 4)), np.array([[0.0, 0.5]], "float32")]
+    if BACKEND == "jax":
+        rows = model.predict(bad, verbose=0)
+        assert np.isnan(rows[0, 1]).all() and np.isfinite(rows[0, 0]).all()
+        return
+    with pytest.raises(Exception, match="`positions`.*integral positions"):
+        model.predict(bad, verbose=0)
+
+
+def _refusals():
+    x = _x((1, 2, 4))
+    phi3 = {"inverese_freq_short_factor": [1.0], "inverese_freq_long_factor": [1.0]}
+    return [
+        (lambda: compat.RotaryEmbedding(rope_type="ntk"), "rope_type", "one of"),
+        (lambda: compat.RotaryEmbedding(scaling_factor=0), "scaling_factor", "> 0"),
+        (
+            lambda: compat.RotaryEmbedding(beta_fast=8.0),
+            "beta_fast",
+            "rope_type='yarn'",
+        ),
+        (lambda: compat.RotaryEmbedding(truncate=1), "truncate", "a bool"),
+        (
+            lambda: compat.RotaryEmbedding(denominator_dim=0),
+            "denominator_dim",
+            "positive integer",
+        ),
+        (
+            lambda: compat.RotaryEmbedding()(x, start_index=True),
+            "start_index",
+            "integral positions",
+        ),
+        (lambda: compat.RotaryEmbedding()(_x((1, 2, 5))), "inputs", "even feature"),
+        (lambda: compat.RotaryEmbedding(sequence_axis=5)(x), "sequence_axis", "rank 3"),
+        (
+            lambda: compat.RotaryEmbedding(denominator_dim=2)(x),
+            "inputs",
+            "denominator_dim=2",
+        ),
+        (
+            lambda: compat.RotaryEmbedding(rope_type="yarn", max_wavelength=1)(x),
+            "max_wavelength",
+            "other than 1",
+        ),
+        (
+            lambda: compat.RotaryEmbedding(
+                rope_type="yarn", beta_fast=1.0, beta_slow=1.0005, truncate=False
+            )(x),
+            "beta_fast",
+            "YaRN ramp",
+        ),
+        (
+            lambda: compat.SinePositionEncoding(max_wavelength=-1),
+            "max_wavelength",
+            "> 0",
+        ),
+        (lambda: compat.SinePositionEncoding()(np.zeros((2, 4))), "inputs", "rank 3"),
+        (
+            lambda: compat.LlamaRotaryEmbedding(position_scaling_factor=2.0),
+            "position_scaling_factor",
+            "ignores it",
+        ),
+        (
+            lambda: compat.LlamaRotaryEmbedding(low_freq_factor=1.0),
+            "frequency_adjustment_factor",
+            "other Llama 3",
+        ),
+        (
+            lambda: compat.LlamaRotaryEmbedding(
+                frequency_adjustment_factor=8.0,
+                low_freq_factor=4.0,
+                high_freq_factor=1.0,
+                pretraining_sequence_length=64,
+            ),
+            "high_freq_factor",
+            "> low_freq_factor",
+        ),
+        (
+            lambda: compat.LlamaRotaryEmbedding.from_config(
+                {"original_max_embeddings": 64, "pretraining_sequence_length": 32}
+            ),
+            "pretraining_sequence_length",
+            "original_max_embeddings=64",
+        ),
+        (
+            lambda: compat.ESMRotaryEmbedding.from_config({"sequence_axis": 2}),
+            "sequence_axis",
+            "ESMRotaryEmbedding ignores",
+        ),
+        (
+            lambda: compat.ESMRotaryEmbedding()(x, x, position=2),
+            "position",
+            "no other axis",
+        ),
+        (
+            lambda: compat.Phi3SuScaledRotaryEmbedding([], [1.0]),
+            "inverese_freq_short_factor",
+            "non-empty",
+        ),
+        (
+            lambda: compat.Phi3SuScaledRotaryEmbedding(**phi3)(x),
+            "inverese_freq_short_factor",
+            "2 factors",
+        ),
+        (
+            lambda: compat.Phi3SuScaledRotaryEmbedding(**phi3)(x, start_index=[0]),
+            "start_index",
+            "scalar",
+        ),
+        (
+            lambda: compat.Phi3SuScaledRotaryEmbedding.from_config(
+                {**phi3, "scaling_factor": 2.0}
+            ),
+            "scaling_factor",
+            "Phi3SuScaledRotaryEmbedding ignores",
+        ),
+    ]
+
+
+@keras3
+@pytest.mark.parametrize("make, name, detail", _refusals())
+def test_bad_arguments_are_refused_by_name(make, name, detail):
+    # Every argument keras-hub would ignore or compute differently is an
+    # error naming it, never a plausible layer.
+    pattern = f"invalid value for `{name}`.*{re.escape(detail)}.*Received: {name}="
+    with pytest.raises(ValueError, match=pattern):
+        make()
+
+
+@keras3
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="a TF graph of unknown width")
+def test_a_layer_of_unknown_width_is_refused():
+    # Its exact layer is made for a known feature dimension.
+    import tensorflow as tf
+
+    layer = compat.RotaryEmbedding()
+    traced = tf.function(layer, input_signature=[tf.TensorSpec((1, 4, None))])
+    with pytest.raises(ValueError, match="`inputs`, expected a known feature"):
+        traced.get_concrete_function()
+
+
+@pytest.mark.skipif(not LEGACY, reason="tf-keras pass only")
+def test_under_tf_keras_it_imports_and_its_layers_refuse_to_be_made():
+    # keras-hub has no tf-keras version: one clear error, not a broken layer.
+    with pytest.raises(RuntimeError, match="Keras 3 only.*TF_USE_LEGACY_KERAS"):
+        compat.RotaryEmbedding()
+
+
+# --- use_exact on tiny random-weight keras-hub models -----------------------
+
+_DECODER = {
+    "vocabulary_size": 64,
+    "num_layers": 1,
+    "num_query_heads": 2,
+    "num_key_value_heads": 1,
+    "hidden_dim": 32,
+    "intermediate_dim": 64,
+}
+_ENCODER = {
+    "vocabulary_size": 64,
+    "num_layers": 1,
+    "num_heads": 2,
+    "hidden_dim": 32,
+    "intermediate_dim": 64,
+}
+_LLAMA3 = {
+    "rope_max_wavelength": 500000.0,
+    "rope_frequency_adjustment_factor": 8.0,
+    "rope_low_freq_factor": 1.0,
+    "rope_high_freq_factor": 4.0,
+    "rope_pretraining_sequence_length": 32,
+}
+_PHI3_SU = {
+    "max_sequence_length": 64,
+    "pretraining_sequence_length": 16,
+    "rope_scaling_type": "su",
+    "rope_scaling_short_factor": [1.0 + i / 8 for i in range(8)],
+    "rope_scaling_long_factor": [2.0 + i for i in range(8)],
+}
+_MOE = {"moe_intermediate_dim": 16, "num_experts": 2, "top_k": 1}
+# family: (backbone class name, arguments, position layers it holds)
+FAMILIES = {
+    "llama3": ("LlamaBackbone", {**_DECODER, **_LLAMA3}, 1),
+    "mistral": ("MistralBackbone", {**_DECODER, "rope_scaling_factor": 2.0}, 1),
+    "mixtral": ("MixtralBackbone", {**_DECODER, "num_experts": 2}, 1),
+    "gemma": ("GemmaBackbone", {**_DECODER, "head_dim": 16}, 1),
+    "gemma3": (
+        "Gemma3Backbone",
+        {
+            **_DECODER,
+            "head_dim": 16,
+            "image_size": 16,
+            "global_rope_scaling_factor": 8.0,
+        },
+        1,
+    ),
+    "gemma4_partial": (
+        "Gemma4Backbone",
+        {
+            **_DECODER,
+            "head_dim": 16,
+            "image_size": 16,
+            "sliding_window_pattern": 2,
+            "global_rope_partial_rotary_factor": 0.5,
+        },
+        1,
+    ),
+    "phi3_su": ("Phi3Backbone", {**_DECODER, **_PHI3_SU}, 1),
+    "qwen": ("QwenBackbone", _DECODER, 1),
+    "qwen3": ("Qwen3Backbone", {**_DECODER, "head_dim": 16}, 1),
+    "qwen_moe": (
+        "QwenMoeBackbone",
+        {**_DECODER, **_MOE, "shared_expert_intermediate_dim": 16},
+        1,
+    ),
+    "qwen3_moe": ("Qwen3MoeBackbone", {**_DECODER, **_MOE, "head_dim": 16}, 1),
+    "qwen3_5": (
+        "Qwen3_5Backbone",
+        {
+            **_DECODER,
+            "head_dim": 16,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            "layer_types": ["full_attention"],
+        },
+        1,
+    ),
+    "gpt_neox": ("GPTNeoXBackbone", _ENCODER, 1),
+    "gpt_oss": (
+        "GptOssBackbone",
+        {**_DECODER, "num_experts": 2, "rope_scaling_factor": 4.0},
+        1,
+    ),
+    "esm": ("ESMBackbone", {**_ENCODER, "dropout": 0.0}, 1),
+}
+
+
+def _backbone(family):
+    name, arguments, _ = FAMILIES[family]
+    return getattr(keras_hub.models, name)(**arguments)
+
+
+def _inputs(family, length=12, start=1):
+    ids = (np.arange(length)[None] % 60 + start).astype("int32")
+    if family == "esm":
+        return {"token_ids": ids}
+    x = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    if family.startswith("gemma4"):
+        x["position_ids"] = np.arange(length, dtype="int32")[None]
+    return x
+
+
+def _outputs(model, x):
+    return [to_numpy(t) for t in keras.tree.flatten(model(x))]
+
+
+def _assert_close(after, before):
+    for a, b in zip(after, before, strict=True):
+        np.testing.assert_allclose(a, b, atol=NOISE * max(1.0, np.abs(b).max()))
+
+
+@keras3
+@pytest.mark.parametrize(
+    "family",
+    # Qwen 3.5's layers take ~50 s eagerly on JAX.
+    [
+        f if f != "qwen3_5" else pytest.param(f, marks=pytest.mark.slow)
+        for f in FAMILIES
+    ],
+)
+def test_use_exact_keeps_a_model_s_outputs_at_short_positions(family):
+    # Every keras-hub family that uses these layers: each one replaced,
+    # outputs within float32 noise of keras-hub's.
+    backbone, x = _backbone(family), _inputs(family)
+    before = _outputs(backbone, x)
+    assert compat.use_exact(backbone) == FAMILIES[family][2]
+    _assert_close(_outputs(backbone, x), before)
+
+
+@keras3
+def test_use_exact_twice_replaces_nothing_more():
+    # A model already exact is left as it is.
+    backbone = _backbone("llama3")
+    assert compat.use_exact(backbone) == 1
+    assert compat.use_exact(backbone) == 0
+
+
+@keras3
+@pytest.mark.parametrize(
+    "family, task",
+    [
+        ("llama3", "LlamaCausalLM"),
+        ("phi3_su", "Phi3CausalLM"),
+        ("gemma", "GemmaCausalLM"),
+    ],
+)
+def test_generate_after_use_exact(family, task):
+    # keras-hub's cached decoding (start_index per step) on the exact layers
+    # gives the greedy tokens it gave before (random weights, short prompt).
+    lm = getattr(keras_hub.models, task)(backbone=_backbone(family), preprocessor=None)
+    lm.compile(sampler="greedy")
+    prompt = {
+        "token_ids": np.array([[5, 6, 7, 0, 0, 0, 0, 0]], "int32"),
+        "padding_mask": np.array([[1, 1, 1, 0, 0, 0, 0, 0]], "int32"),
+    }
+    before = lm.generate(prompt, stop_token_ids=None)
+    assert compat.use_exact(lm) == 1
+    after = lm.generate(prompt, stop_token_ids=None)
+    np.testing.assert_array_equal(after["token_ids"], before["token_ids"])
+
+
+@keras3
+@pytest.mark.parametrize("family", ["llama3", "phi3_su", "esm"])
+def test_saved_after_use_exact_loads_exact_with_the_same_outputs(family, tmp_path):
+    # The .keras file rebuilds keras-hub's model, then its exact layers.
+    backbone, x = _backbone(family), _inputs(family)
+    compat.use_exact(backbone)
+    path = str(tmp_path / "model.keras")
+    backbone.save(path)
+    loaded = keras.saving.load_model(path)
+    kinds = {type(layer).__module__ for layer in _position_layers(loaded)}
+    assert kinds and all(k.startswith("keras_posenc.compat") for k in kinds)
+    _assert_close(_outputs(loaded, x), _outputs(backbone, x))
+
+
+def _position_layers(model):
+    found = []
+    for layer in model._flatten_layers(include_self=False):
+        if "Rotary" in type(layer).__name__ or "Sine" in type(layer).__name__:
+            found.append(layer)
+    return found
+
+
+class _Holder(keras.layers.Layer if not LEGACY else object):
+    """A layer holding other layers, as attention layers hold theirs."""
+
+    def __init__(self, *layers):
+        super().__init__()
+        self.held = list(layers)
+
+
+@keras3
+def test_moonshine_rotary_layer_is_refused_and_nothing_changes():
+    # It returns angles, not rotated inputs: no exact drop-in exists.
+    from keras_hub.src.models.moonshine.moonshine_layers import (
+        MoonshineRotaryEmbedding,
+    )
+
+    plain = keras_hub.layers.RotaryEmbedding()
+    holder = _Holder(plain, MoonshineRotaryEmbedding(head_dim=16))
+    with pytest.raises(ValueError, match="MoonshineRotaryEmbedding.*returns float32"):
+        compat.use_exact(holder)
+    assert type(plain) is keras_hub.layers.RotaryEmbedding
+
+
+@keras3
+def test_an_unknown_subclass_is_refused_by_name():
+    # What a subclass computes is not known: never swapped for the base.
+    class ScaledRope(keras_hub.layers.RotaryEmbedding):
+        pass
+
+    with pytest.raises(ValueError, match="ScaledRope.*does not know what it computes"):
+        compat.use_exact(_Holder(ScaledRope()))
+
+
+@keras3
+def test_multimodal_qwen3_5_rotation_is_refused():
+    # Its owner rotates by sections from the layer's float32 frequencies.
+    name, arguments, _ = FAMILIES["qwen3_5"]
+    backbone = keras_hub.models.Qwen3_5Backbone(**arguments, mrope_section=[2, 1, 1])
+    with pytest.raises(ValueError, match="mrope_section=\\[2, 1, 1\\]"):
+        compat.use_exact(backbone)
+
+
+@keras3
+def test_other_rotary_code_is_left_with_a_warning():
+    # RoFormer's own rotary layer is no keras-hub position layer: named.
+    from keras_hub.src.models.roformer_v2.roformer_v2_attention import (
+        RoformrPositionalEmbedding,
+    )
+
+    holder = _Holder(RoformrPositionalEmbedding(output_dim=8, max_wavelength=100))
+    with pytest.warns(UserWarning, match="RoformrPositionalEmbedding"):
+        assert compat.use_exact(holder) == 0
