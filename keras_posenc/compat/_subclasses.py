@@ -204,12 +204,13 @@ class ESMRotaryEmbedding(Rotary):
         factor = 1 / self.scaling_factor
         return {"max_wavelength": self.max_wavelength, "rope_scaling": linear(factor)}
 
-    def call(self, q, k, position=1):
+    # keras-hub's ESM layer rotates q and k in one call: its signature, not ours.
+    def call(self, q, k, position=1):  # type: ignore[override]
         if position != 1:
             expected = "1: keras-hub's ESMRotaryEmbedding supports no other axis"
             raise _arguments.invalid("position", expected, position)
         exact = self._exact_layers(q.shape[-1])
         return exact(q), exact(k)
 
-    def compute_output_shape(self, q_shape, k_shape):
+    def compute_output_shape(self, q_shape, k_shape):  # type: ignore[override]
         return q_shape, k_shape

@@ -2,6 +2,7 @@
 
 import re
 import warnings
+from typing import Any
 
 import keras
 
@@ -130,7 +131,7 @@ class _ExactModel:
     and config), and made exact again when loaded (its config rebuilds
     keras-hub's layers)."""
 
-    _original: type = object
+    _original: Any = object  # the keras-hub class it stands in for
 
     def get_config(self):
         original = self._original
