@@ -260,8 +260,12 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
     if theta is None:
         theta = _arguments.check_wavelength(values["rope_theta"], names["rope_theta"])
     values["rope_theta"] = theta = _arguments.check_wavelength(theta, "rope_theta")
-    partial = params.pop("partial_rotary_factor", values["partial_rotary_factor"])
-    partial = 1.0 if partial is None else _fraction("partial_rotary_factor", partial)
+    if "partial_rotary_factor" in params:
+        partial = _fraction(
+            "partial_rotary_factor", params.pop("partial_rotary_factor")
+        )
+    else:
+        partial = values["partial_rotary_factor"] or 1.0
     values["partial_rotary_factor"] = partial
     if rope_type == "proportional":
         params["partial_rotary_factor"] = partial
