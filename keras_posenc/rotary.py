@@ -216,18 +216,60 @@ class RotaryEmbedding(PositionLayer):
 
     @classmethod
     def from_hf_config(cls, config, *, seq_len=None, layer_type=None, **kwargs):
-        """The layer of a Hugging Face config dict (`config.json`).
+        """The layer of a Hugging Face `config.json`, read as transformers reads it.
 
-        Reads `rope_theta`, `rope_scaling` or `rope_parameters` (which may
-        hold `rope_theta` and `partial_rotary_factor`), `partial_rotary_factor`,
-        `head_dim` (else `hidden_size // num_attention_heads`) and
-        `max_position_embeddings`, as transformers does.
+        The RoPE of [RoFormer](https://arxiv.org/abs/2104.09864) as
+        transformers 5.23 configures it for the checkpoint's `model_type`
+        after loading the raw file: the architecture's own key names
+        (GPT-NeoX's `rotary_pct` and `rotary_emb_base`, GPT-J's `n_embd`,
+        `n_head` and `rotary_dim`, DeepSeek's `qk_rope_head_dim`, Gemma 3's
+        `rope_local_base_freq`), its defaults (DeepSeek-V3's
+        `rope_interleave`, gpt-oss's YaRN, Phi's `partial_rotary_factor`),
+        its pairing of features (`layout`), and `rope_scaling` or
+        `rope_parameters` (transformers 5, possibly holding `rope_theta`
+        and `partial_rotary_factor`, possibly per layer type) as
+        `standardize_rope_params` completes them. Covered: llama,
+        mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen2_vl,
+        qwen2_5_vl, gemma, gemma2, gemma3 (its `text_config`), gemma3_text,
+        phi, phi3, deepseek_v2, deepseek_v3, gpt_neox, gptj, falcon,
+        stablelm, olmo, olmo2, cohere, granite, starcoder2, gpt_oss.
+        A config without a `model_type`, or with one not listed, is read
+        as Llama reads its standard keys (`head_dim`, else `hidden_size //
+        num_attention_heads`; `partial_rotary_factor` applied); model types
+        known to differ are refused by name. Every key transformers reads
+        for RoPE is applied; a RoPE key it would not read, and any other
+        key inside `rope_scaling` / `rope_parameters`, is refused by name.
+
+        DeepSeek rotates the last `qk_rope_head_dim` features of each head
+        (apply the layer to that slice); with `rope_interleave` its output
+        lists the rotated even features, then the odd ones, where this
+        layer keeps each pair in place: the same attention scores.
 
         Args:
-            config: dict. The config.
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json` file or of a directory holding one.
             seq_len: int. Serving length for `"dynamic"` and `"longrope"`.
-            layer_type: str. Key of nested per-layer `rope_parameters`.
+                Defaults to `None` (the pretraining length: unscaled).
+            layer_type: str. The layer type (e.g. `"sliding_attention"`,
+                `"full_attention"`) of configs whose RoPE differs per layer
+                type (Gemma 3). Defaults to `None`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...).
+
+        Returns:
+            A `RotaryEmbedding`.
+
+        Example:
+
+        >>> config = {
+        ...     "model_type": "gpt_neox",  # Pythia
+        ...     "hidden_size": 512,
+        ...     "num_attention_heads": 8,
+        ...     "rotary_pct": 0.25,
+        ...     "rotary_emb_base": 10000,
+        ... }
+        >>> rope = keras_posenc.RotaryEmbedding.from_hf_config(config)
+        >>> rope.rotary_dim, rope.layout
+        (16, 'half')
         """
         arguments = _hf_config.rotary_arguments(config, seq_len, layer_type)
         return cls(**arguments, **kwargs)
