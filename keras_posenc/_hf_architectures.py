@@ -14,6 +14,8 @@ the names of transformers' standardized configs: `hidden_size`,
 
 import dataclasses
 import types
+from collections.abc import Mapping
+from typing import Any
 
 _FROZEN = types.MappingProxyType
 
@@ -60,7 +62,7 @@ class Architecture:
     lift: bool = False
     local_theta: tuple | None = None
     rope_parameters: dict | None = None
-    renamed: dict = dataclasses.field(default_factory=dict)
+    renamed: Mapping[str, str] = dataclasses.field(default_factory=dict)
     refuse: tuple = ()
 
 
@@ -84,7 +86,7 @@ def _llama_like(hidden, heads, positions, head_dim=None, theta=10000.0, **fields
 
 
 _DEEPSEEK = {"aliases": (("qk_rope_head_dim", "head_dim"),), "ignored": ("head_dim",)}
-_VL = {"mrope": True, "renamed": _FROZEN({"mrope": "default"})}
+_VL: dict[str, Any] = {"mrope": True, "renamed": _FROZEN({"mrope": "default"})}
 _QWEN_VL = {**_VL, "section": (16, 24, 24)}
 
 # A config without a `model_type`, or with one this table does not know: the
@@ -196,4 +198,4 @@ ARCHITECTURES = _FROZEN(
 
 # model_type -> why: architectures in transformers whose rotary embedding
 # this table does not map exactly; refused by name rather than guessed.
-REFUSED = _FROZEN({})
+REFUSED: Mapping[str, str] = _FROZEN({})

@@ -52,9 +52,9 @@ def _architecture(config):
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):
         raise _arguments.invalid("model_type", "a string", model_type)
-    if model_type in REFUSED:
+    if model_type is not None and model_type in REFUSED:
         raise _arguments.invalid("model_type", REFUSED[model_type], model_type)
-    arch = ARCHITECTURES.get(model_type, GENERIC)
+    arch = GENERIC if model_type is None else ARCHITECTURES.get(model_type, GENERIC)
     if arch.text is None:
         return model_type, arch, config
     text = config.get("text_config")
