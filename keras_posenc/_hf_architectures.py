@@ -196,6 +196,78 @@ ARCHITECTURES = _FROZEN(
     }
 )
 
-# model_type -> why: architectures in transformers whose rotary embedding
-# this table does not map exactly; refused by name rather than guessed.
-REFUSED: Mapping[str, str] = _FROZEN({})
+# Architectures of transformers 5.23 with rotary embeddings that this table does
+# not map and that its Llama reading does not match (other defaults or key
+# names, interleaved pairs, per-layer or multimodal RoPE of their own; found by
+# comparing that reading with each one's own rotary module): refused by name
+# rather than guessed.
+_UNMAPPED = """
+EvollaModel afmoe apertus axk1 axk2 bailing_hybrid bamba beam bitnet blt
+blt_global_transformer blt_local_decoder blt_local_encoder blt_patcher
+chameleon_vqgan clvp clvp_decoder clvp_encoder codegen cohere2 cohere2_moe
+cohere_compass cohere_compass_text cohere_compass_vision cosmos3_edge
+cosmos3_edge_text cosmos3_edge_vision csm csm_depth_decoder_model cwm dbrx
+deepseek_ocr2_sam_vision_model deepseek_ocr2_vision deepseek_v32 deepseek_v4 dia
+dia_decoder dia_encoder diffusion_gemma diffusion_gemma_text dinov3_vit
+dots3_note dots3_note_audio_encoder dots3_note_text dots3_note_vision_encoder
+edgetam_video edgetam_video_mask_decoder edgetam_video_prompt_encoder
+efficientloftr embedding_gemma2 embedding_gemma2_text emu3 emu3_text_model
+emu3_vqgan eomt_dinov3 ernie4_5 ernie4_5_moe ernie4_5_vl_moe
+ernie4_5_vl_moe_text ernie4_5_vl_moe_vision esmfold2 evolla exaone4_5
+exaone4_5_vision flex_olmo flint gemma3n gemma3n_audio gemma3n_text
+gemma3n_vision gemma4 gemma4_audio gemma4_text gemma4_unified
+gemma4_unified_audio gemma4_unified_text gemma4_unified_vision gemma4_vision glm
+glm4 glm4_moe glm4_moe_lite glm4v glm4v_moe glm4v_moe_text glm4v_moe_vision
+glm4v_text glm4v_vision glm5_next glm5_next_text glm5_next_vision glm_image
+glm_image_text glm_image_vision glm_image_vqmodel glm_moe_dsa glm_ocr
+glm_ocr_text glm_ocr_vision glmasr_encoder gradium_phonon_tts granite4_vision
+granite4_vision_text granite_docling granite_docling_vision gte helium
+higgs_audio_v2 hrm_text hunyuan_vl_vision hy_v3 idefics_perciever idefics_vision
+inkling2 inkling2_text inkling2_vision jamba jetmoe jina_embeddings_v3 kimi_k25
+kimi_k25_vision kolibri1 kyutai_speech_to_text laguna lasr_ctc lasr_encoder lfm2
+lfm2_moe lfm3 lfm3_vl lfm3_vl_vision lightglue llama4 llama4_text
+llama4_vision_model longcat_flash mellum mimo_v2_flash minicpm3 minimax
+minimax_m2 minimax_m3_vl minimax_m3_vl_text minimax_m3_vl_vision ministral3
+mistral4 mistral_large4 mistral_large4_text mlcd mlcd_vision_model mllama
+mllama_text_model mllama_vision_model modernbert modernbert-decoder molmo2
+molmo2_adapter molmo2_text molmo2_vision moonshine moonshine_streaming
+moonshine_streaming_encoder moshi_depth muse_glimmer muse_glimmer_assistant
+muse_glimmer_text muse_glimmer_vision muse_spark muse_spark_audio
+muse_spark_text muse_spark_vision nemo_speechlm nemotron
+nemotron3_5_transcribe_asr_audio nemotron3_5_transcribe_audio
+nemotron3_5_transcribe_word_timestamp nemotron3_diarization
+nemotron3_diarization_audio nemotron_asr_streaming
+nemotron_asr_streaming_encoder nemotron_h neomme neucodec nomic_bert olmo3
+openai_privacy_filter paddleocr_vl paddleocr_vl_text paddleocr_vl_vision
+parakeet_ctc parakeet_encoder parakeet_rnnt parakeet_tdt pe_audio
+pe_audio_encoder pe_audio_video pe_audio_video_encoder pe_video pe_video_encoder
+persimmon phi4_multimodal_audio phi4_multimodal_vision phimoe pixtral pocket_tts
+pocket_tts_audio_tokenizer pocket_tts_audio_tokenizer_decoder
+pocket_tts_audio_tokenizer_encoder qwen2_5_omni qwen2_5_omni_audio_encoder
+qwen2_5_omni_bigvgan qwen2_5_omni_dit qwen2_5_omni_talker qwen2_5_omni_text
+qwen2_5_omni_thinker qwen2_5_omni_token2wav qwen2_5_omni_vision_encoder
+qwen2_5_vl_vision qwen2_vl_vision qwen3_5_moe_vision qwen3_5_vision
+qwen3_omni_moe qwen3_omni_moe_audio_encoder qwen3_omni_moe_talker_code_predictor
+qwen3_omni_moe_talker_text qwen3_omni_moe_text qwen3_omni_moe_thinker
+qwen3_omni_moe_vision_encoder qwen3_vl qwen3_vl_moe qwen3_vl_moe_text
+qwen3_vl_moe_vision qwen3_vl_text qwen3_vl_vision qwen4_exp qwen4_exp_text
+qwen4_exp_vision recurrent_gemma roformer sam2_video sam2_video_mask_decoder
+sam2_video_prompt_encoder sam3 sam3_detr_decoder sam3_detr_encoder
+sam3_geometry_encoder sam3_mask_decoder sam3_tracker_video
+sam3_tracker_video_mask_decoder sam3_tracker_video_prompt_encoder
+sam3_vision_model sam3_vit_model sapiens2 sapiens2_head seamless_m4t seed_oss
+smollm3 solar_open step3p5 step3p5_vision step3p7 t5_gemma_module t5gemma
+t5gemma2 t5gemma2_decoder t5gemma2_encoder t5gemma2_text timesfm2_5 ultrabert
+unlimited_ocr_sam_vision_model unlimited_ocr_vision unlimited_ocr_vision_encoder
+vaultgemma video_llama_3 video_llama_3_vision videoprism videoprism_text_model
+videoprism_vision_model vjepa2 voxtral_realtime wav2vec2-bert wav2vec2-conformer
+xcodec2 youtu zamba2 zaya
+"""
+REFUSED = _FROZEN(
+    dict.fromkeys(
+        _UNMAPPED.split(),
+        "a model_type whose RoPE this reader maps (transformers reads this one "
+        "differently from Llama; pass its `max_wavelength`, `rope_scaling`, "
+        "`rotary_dim` and `layout` to `RotaryEmbedding`)",
+    )
+)

@@ -493,6 +493,13 @@ BAD = [
         r"`text_config`, expected a 'text_config' dict for model_type 'gemma3'",
     ),
     (
+        "unmapped-architecture",
+        {"model_type": "glm", "hidden_size": 256, "num_attention_heads": 4},
+        {},
+        r"`model_type`, expected a model_type whose RoPE this reader maps "
+        r"\(transformers reads this one differently from Llama",
+    ),
+    (
         "model-type-int",
         {"model_type": 3, "head_dim": 8},
         {},
