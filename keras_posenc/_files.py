@@ -370,7 +370,13 @@ def _publish(staging, siblings, overwrite, refuse, kind="directory", old=None):
     Where `renameat2` lacks a flag, the check and the renames run under
     the publishing lock, an existing directory moving to `old` meanwhile.
     """
-    path = siblings.path
+    if not _publish_atomically(staging, siblings.path, overwrite, refuse, kind):
+        with _serialized(siblings):
+            _publish_locked(staging, siblings.path, overwrite, refuse, kind, old)
+
+
+def _publish_atomically(staging, path, overwrite, refuse, kind):
+    """One `renameat2` (or `os.replace` for a file); False if unsupported."""
     while True:
         exists = os.path.lexists(path)
         if exists and not overwrite:
@@ -380,34 +386,35 @@ def _publish(staging, siblings, overwrite, refuse, kind="directory", old=None):
         try:
             if exists and kind == "file":
                 os.replace(staging, path)
-                return
+                return True
             flags = _RENAME_EXCHANGE if exists else _RENAME_NOREPLACE
-            if _rename2(staging, path, flags):
-                return
-            break
+            return _rename2(staging, path, flags)
         except (FileExistsError, FileNotFoundError):
             # `path` appeared or vanished since it was looked at: a
             # concurrent writer. Look again, unless overwriting was not asked
             # for or the staging is what is missing.
             if not (overwrite and os.path.lexists(staging)):
                 raise
-    with _serialized(siblings):
-        if not os.path.lexists(path):
-            os.rename(staging, path)
-            return
-        if not overwrite:
-            raise _exists_error(path)
-        refuse(path)
-        if kind == "file":
-            os.replace(staging, path)
-            return
-        os.rename(path, old)
-        try:
-            os.rename(staging, path)
-        except BaseException:
-            os.rename(old, path)
-            raise
-        _remove(old)
+
+
+def _publish_locked(staging, path, overwrite, refuse, kind, old):
+    """The fallback without `renameat2`, run under the publishing lock."""
+    if not os.path.lexists(path):
+        os.rename(staging, path)
+        return
+    if not overwrite:
+        raise _exists_error(path)
+    refuse(path)
+    if kind == "file":
+        os.replace(staging, path)
+        return
+    os.rename(path, old)
+    try:
+        os.rename(staging, path)
+    except BaseException:
+        os.rename(old, path)
+        raise
+    _remove(old)
 
 
 def _chmod_tree(root, dir_mode):
