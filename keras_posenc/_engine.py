@@ -133,7 +133,7 @@ class Encoder:
 
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
-        # (first position, rows) of the block that `block` last computed.
+        # (base, rows, steps) of the block that `block` last computed.
         self._block: tuple[int, Any, list] | None = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
