@@ -144,13 +144,28 @@ def refuse_to_replace(path, overwrite, *, kind="directory", marker="saved_model.
     """
     path = check_path(path)
     _check_name_length(path)
-    if not os.path.lexists(path):
-        return
-    if not overwrite:
-        raise _exists_error(path)
-    reason = _why_not_replace(path, kind, marker)
-    if reason:
-        raise ValueError(f"Refusing to overwrite {path!r}: {reason}.")
+    while True:
+        seen = _identity(path)
+        if seen is None:
+            return
+        if not overwrite:
+            raise _exists_error(path)
+        reason = _why_not_replace(path, kind, marker)
+        if not reason:
+            return
+        if _identity(path) == seen:
+            raise ValueError(f"Refusing to overwrite {path!r}: {reason}.")
+        # Renamed away or replaced while looked at (a concurrent writer's
+        # fallback swap): judge what is there now.
+
+
+def _identity(path):
+    """`(st_dev, st_ino)` of what `path` names, or None if nothing."""
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return named.st_dev, named.st_ino
 
 
 def _rename2(src, dst, flags):
@@ -236,12 +251,8 @@ class _Siblings:
 
 def _same_file(fd, path):
     """Whether `path` still names the file open as `fd`."""
-    try:
-        named = os.lstat(path)
-    except FileNotFoundError:
-        return False
     held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+    return _identity(path) == (held.st_dev, held.st_ino)
 
 
 def _claim(lock):

@@ -430,6 +430,34 @@ def test_concurrent_overwrites_all_publish(tmp_path, rename_mode):
     assert _listing(tmp_path) == ["model"]
 
 
+def test_refusal_judges_the_export_there_after_a_concurrent_swap(
+    tmp_path, monkeypatch
+):
+    # Another writer's fallback swap (rename away, rename in) lands while the
+    # marker is looked for: the new export is judged, not the gap between.
+    _saved_model(tmp_path / "model")
+    _saved_model(tmp_path / "next", b"next graph")
+    real_isfile, swapped = os.path.isfile, []
+
+    def isfile_during_a_swap(path):
+        if not swapped:
+            swapped.append(True)
+            os.rename(tmp_path / "model", tmp_path / "old")
+            found = real_isfile(path)
+            os.rename(tmp_path / "next", tmp_path / "model")
+            return found
+        return real_isfile(path)
+
+    monkeypatch.setattr(_files.os.path, "isfile", isfile_during_a_swap)
+    _files.refuse_to_replace(tmp_path / "model", overwrite=True)
+    assert swapped == [True]
+    monkeypatch.undo()
+    # A directory that keeps lacking the marker is still refused.
+    (tmp_path / "model" / "saved_model.pb").unlink()
+    with pytest.raises(ValueError, match="no saved_model.pb inside"):
+        _files.refuse_to_replace(tmp_path / "model", overwrite=True)
+
+
 def test_concurrent_overwrites_of_a_missing_path_all_publish(tmp_path, rename_mode):
     # Writers with overwrite=True that all saw no `path`: the ones that lose
     # the race to create it replace the winner instead of failing.
