@@ -430,9 +430,7 @@ def test_concurrent_overwrites_all_publish(tmp_path, rename_mode):
     assert _listing(tmp_path) == ["model"]
 
 
-def test_refusal_judges_the_export_there_after_a_concurrent_swap(
-    tmp_path, monkeypatch
-):
+def test_refusal_judges_the_export_there_after_a_concurrent_swap(tmp_path, monkeypatch):
     # Another writer's fallback swap (rename away, rename in) lands while the
     # marker is looked for: the new export is judged, not the gap between.
     _saved_model(tmp_path / "model")
