@@ -163,7 +163,7 @@ def _identity(path):
     """`(st_dev, st_ino)` of what `path` names, or None if nothing."""
     try:
         named = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return named.st_dev, named.st_ino
 

@@ -1,0 +1,178 @@
+"""The argument parser of the command line (`keras_posenc.cli`).
+
+Kept apart from the commands so that `--help` and usage errors need
+nothing but argparse and the option tables: no Keras, no TensorFlow.
+"""
+
+import argparse
+from typing import NoReturn
+
+from keras_posenc import __version__, _arguments, _options, demo
+
+PROG = "keras-posenc"
+DESCRIPTION = """\
+Exact position encodings for Keras 3 (TensorFlow, JAX, PyTorch), within 2e-7
+of the exact values at every int32 position: the sinusoidal encoding of
+Vaswani et al. (2017), keras_posenc.SinusoidalPositionEncoding, and rotary
+embeddings (RoPE, Su et al. 2021), keras_posenc.RotaryEmbedding.
+
+Commands:
+  demo    train a small model that needs positions, export it as a SavedModel,
+          reload it in a fresh process and compare outputs
+  export  write a standalone sinusoidal encoding SavedModel (positions in,
+          encoding out)
+  plot    draw the sinusoidal table, its wavelengths, similarity or precision
+          to a PNG, SVG or PDF file
+
+Any error prints one line on stderr and exits with status 1; Ctrl-C exits
+with status 130.
+"""
+PLOT_KINDS = ("heatmap", "wavelengths", "similarity", "precision")
+
+
+class UsageError(Exception):
+    """A bad command line, reported like any other error."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, f"{message} (see {self.prog} --help)")
+
+
+def _integer(text: str) -> int:
+    """An argparse type: any integer (its rules are checked after parsing)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer. Received: {text!r}"
+        ) from None
+
+
+def _number(text: str) -> float:
+    """An argparse type: any float (its rules are checked after parsing)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number. Received: {text!r}"
+        ) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `keras-posenc` (errors raise, never exit)."""
+    parser = _Parser(
+        prog=PROG,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo_parser = sub.add_parser(
+        "demo",
+        help="train, export, reload apart, compare",
+        description="Trains a 16-token 'is the 1 before the 2?' classifier (with "
+        "SinusoidalPositionEncoding) on the configured Keras backend until "
+        f"{demo.TARGET_ACCURACY:.0%} validation accuracy, saves it as model.keras, "
+        "exports it as a SavedModel (on torch: by reloading model.keras under "
+        "TensorFlow in a subprocess), reloads that in a fresh process where "
+        "keras_posenc cannot be imported, and compares outputs. Writes DIR "
+        "atomically. Fails (status 1, nothing written) if the model does not "
+        "learn within the step budget.",
+    )
+    demo_parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: a new saved_models/demo/run-<time>)",
+    )
+    demo_parser.add_argument(
+        "--steps",
+        type=_integer,
+        default=demo.MAX_STEPS,
+        help=f"training budget in steps of {demo.BATCH_SIZE} sequences; training "
+        f"stops early at {demo.TARGET_ACCURACY:.0%} validation accuracy "
+        f"(default: {demo.MAX_STEPS})",
+    )
+    demo_parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing demo DIR"
+    )
+
+    export = sub.add_parser(
+        "export",
+        help="write a standalone sinusoidal encoding SavedModel",
+        description="Writes a SavedModel with two int32-in, float32-out signatures: "
+        "serving_default(positions[batch, length]) -> "
+        "{'encoding': [batch, length, depth]} "
+        "and table(length, start_index) -> {'encoding': [length, depth]}. "
+        "It loads with tf.saved_model.load; keras_posenc is not needed to use it. "
+        "It is built with TensorFlow whatever KERAS_BACKEND says (another "
+        "backend re-runs the command with KERAS_BACKEND=tensorflow).",
+    )
+    export.add_argument("out", metavar="OUT", help="directory to create")
+    export.add_argument(
+        "--depth",
+        type=_integer,
+        required=True,
+        help=f"width of the encoding, in [1, {_arguments.MAX_DEPTH}]",
+    )
+    export.add_argument("--mode", choices=_options.MODES, default=_options.MODES[0])
+    export.add_argument(
+        "--max-length", type=_integer, help="table rows (needed by --mode lookup)"
+    )
+    export.add_argument(
+        "--layout", choices=_options.LAYOUTS, default=_options.LAYOUTS[0]
+    )
+    export.add_argument("--max-wavelength", type=_number, default=10000.0)
+    export.add_argument(
+        "--out-of-range",
+        choices=_options.OUT_OF_RANGE,
+        default=_options.OUT_OF_RANGE[0],
+        help="lookup mode: raise, or compute rows past the table",
+    )
+    export.add_argument(
+        "--overwrite", action="store_true", help="replace an existing SavedModel OUT"
+    )
+
+    plot = sub.add_parser(
+        "plot",
+        help="draw the sinusoidal encoding (needs the 'plot' extra)",
+        description="Draws one picture of the sinusoidal encoding to FILE, "
+        "written atomically in an existing directory, in the format its suffix "
+        "names (.png, .svg or .pdf). Needs matplotlib: "
+        "pip install 'keras-posenc[plot]'.",
+    )
+    plot.add_argument("--kind", choices=PLOT_KINDS, default=PLOT_KINDS[0])
+    plot.add_argument(
+        "--length",
+        type=_integer,
+        default=128,
+        help="positions, for heatmap and similarity (default: 128); at most "
+        "length x depth = 2**24 cells, and 4096 positions for similarity",
+    )
+    plot.add_argument(
+        "--depth",
+        type=_integer,
+        default=64,
+        help=f"dimensions, in [1, {_arguments.MAX_DEPTH}] (default: 64)",
+    )
+    plot.add_argument(
+        "--layout",
+        choices=_options.LAYOUTS,
+        default=_options.LAYOUTS[0],
+        help="heatmap column order",
+    )
+    plot.add_argument("--max-wavelength", type=_number, default=10000.0)
+    plot.add_argument(
+        "--out", required=True, metavar="FILE", help="file to write: .png, .svg, .pdf"
+    )
+    plot.add_argument(
+        "--overwrite", action="store_true", help="replace an existing FILE"
+    )
+    return parser
