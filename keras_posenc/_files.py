@@ -3,10 +3,8 @@
 Why: content written in place is seen half-done by readers and left half-done
 by a kill, and a "rename away, rename in" overwrite leaves no `path` at all if
 killed between the two renames. Here content is staged in a hidden sibling and
-published with one `renameat2` call: `RENAME_NOREPLACE`, so a concurrent writer
-that got there first is never silently replaced, or `RENAME_EXCHANGE`, so an
-overwrite is one step. Where those are missing, an exclusive `fcntl` lock and
-a two-rename swap stand in.
+published in one step (`keras_posenc._renames`: `renameat2`, or a swap under
+a lock where it is missing).
 
 Every writer holds an exclusive `flock` on its own lock file for its whole
 life, and whatever a killed run leaves behind is restored or removed by the
@@ -21,26 +19,19 @@ __all__ = [
     "atomic_directory",
     "atomic_file",
     "check_path",
-    "exchange_supported",
     "refuse_to_replace",
 ]
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import functools
 import hashlib
 import os
 import re
-import shutil
-import tempfile
 
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
-# What renameat2 answers when libc, the kernel or the filesystem lacks a flag.
-_UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
+from keras_posenc import _renames
+
 # Hidden names are `.{stem}.{token}.{role}`: a stem of at most 24 bytes of
 # the name, `~` and 12 hex digits of its SHA-256 (unique to the name), a
 # 12-hex-digit token per writer, and a role. With the longest role and a
@@ -51,12 +42,6 @@ _DIGEST_DIGITS = _TOKEN_DIGITS = 12
 # Longest extension a temporary file keeps (a format suffix: `.png`, `.svg`).
 _EXTENSION_CHARS = 16
 _NAME_MAX = 255  # where the filesystem cannot be asked (no parent yet)
-
-try:
-    _libc_renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    _libc_renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p) * 2 + (ctypes.c_uint,)
-except (AttributeError, OSError):  # not Linux, or glibc older than 2.28
-    _libc_renameat2 = None
 
 
 def check_path(path, name="path"):
@@ -81,13 +66,6 @@ def check_path(path, name="path"):
             f"or os.PathLike path. Received: {name}={path!r}"
         )
     return os.path.abspath(text)
-
-
-def _exists_error(path):
-    return FileExistsError(
-        f"Refusing to replace the existing path {path!r}. "
-        "Pass overwrite=True (or --overwrite) to replace it."
-    )
 
 
 def _check_name_length(path):
@@ -145,68 +123,18 @@ def refuse_to_replace(path, overwrite, *, kind="directory", marker="saved_model.
     path = check_path(path)
     _check_name_length(path)
     while True:
-        seen = _identity(path)
+        seen = _renames.identity(path)
         if seen is None:
             return
         if not overwrite:
-            raise _exists_error(path)
+            raise _renames.exists_error(path)
         reason = _why_not_replace(path, kind, marker)
         if not reason:
             return
-        if _identity(path) == seen:
+        if _renames.identity(path) == seen:
             raise ValueError(f"Refusing to overwrite {path!r}: {reason}.")
         # Renamed away or replaced while looked at (a concurrent writer's
         # fallback swap): judge what is there now.
-
-
-def _identity(path):
-    """`(st_dev, st_ino)` of what `path` names, or None if nothing."""
-    try:
-        named = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return named.st_dev, named.st_ino
-
-
-def _rename2(src, dst, flags):
-    """`renameat2(src, dst, flags)`; False where the flag is unsupported."""
-    if _libc_renameat2 is None:
-        return False
-    src_bytes, dst_bytes = os.fsencode(src), os.fsencode(dst)
-    if _libc_renameat2(_AT_FDCWD, src_bytes, _AT_FDCWD, dst_bytes, flags) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in _UNSUPPORTED:
-        return False
-    if code == errno.EEXIST:
-        raise _exists_error(dst)
-    raise OSError(code, os.strerror(code), dst)
-
-
-def exchange_supported(directory):
-    """Tells whether overwrites in `directory` use `RENAME_EXCHANGE`.
-
-    Args:
-        directory: str or os.PathLike. An existing, writable directory.
-
-    Returns:
-        True if libc, the kernel and the filesystem support the exchange.
-    """
-    first = tempfile.mkdtemp(prefix=".exchange-probe-", dir=directory)
-    second = tempfile.mkdtemp(prefix=".exchange-probe-", dir=directory)
-    try:
-        return _rename2(first, second, _RENAME_EXCHANGE)
-    finally:
-        os.rmdir(first)
-        os.rmdir(second)
-
-
-def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
 
 
 class _Siblings:
@@ -249,12 +177,6 @@ class _Siblings:
         return [m.group(1) for m in map(self._lock.fullmatch, entries) if m]
 
 
-def _same_file(fd, path):
-    """Whether `path` still names the file open as `fd`."""
-    held = os.fstat(fd)
-    return _identity(path) == (held.st_dev, held.st_ino)
-
-
 def _claim(lock):
     """Takes the lock file `lock` if no one holds it: an fd, or None.
 
@@ -268,35 +190,12 @@ def _claim(lock):
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if _same_file(fd, lock):
+        if _renames.same_file(fd, lock):
             return fd
     except OSError:  # held: its writer is alive
         pass
     os.close(fd)
     return None
-
-
-@contextlib.contextmanager
-def _serialized(siblings):
-    """Serializes the fallback check-and-rename with other writers of `path`.
-
-    The lock file is unlinked by its holder before the lock is released, so
-    no file stays behind; a waiter that wakes holding an unlinked file
-    starts again on the file `path` names now.
-    """
-    lock = siblings.publishing_lock()
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if _same_file(fd, lock):
-            break
-        os.close(fd)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)
-        os.close(fd)
 
 
 def _clean(siblings, token):
@@ -307,7 +206,7 @@ def _clean(siblings, token):
     """
     debris = siblings.debris(token)
     for path in debris:
-        _remove(path)
+        _renames.remove(path)
     if not any(os.path.lexists(path) for path in debris):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(siblings.of(token, "lock"))
@@ -328,7 +227,13 @@ def _recover(siblings):
             # An `.old` without `path` is an export killed mid-swap: put it back.
             if os.path.lexists(old) and not os.path.lexists(siblings.path):
                 with contextlib.suppress(FileNotFoundError, FileExistsError):
-                    _publish(old, siblings, False, None)
+                    _renames.publish(
+                        old,
+                        siblings.path,
+                        False,
+                        None,
+                        lock=siblings.publishing_lock(),
+                    )
             _clean(siblings, token)
         finally:
             os.close(fd)
@@ -355,7 +260,7 @@ def _writer(siblings):
         # then unlinks the file: draw again rather than hold a lost lock.
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if _same_file(fd, lock):
+            if _renames.same_file(fd, lock):
                 break
         except BlockingIOError:
             pass
@@ -370,62 +275,6 @@ def _writer(siblings):
             _clean(siblings, token)
         finally:
             os.close(fd)
-
-
-def _publish(staging, siblings, overwrite, refuse, kind="directory", old=None):
-    """Puts `staging` at `path`, replacing what is there only if `overwrite`.
-
-    `refuse(path)` raises if the content at `path` may not be replaced. A
-    directory replaces one with `RENAME_EXCHANGE` (no moment without
-    `path`; the old content is left at `staging`), a file with one rename.
-    Where `renameat2` lacks a flag, the check and the renames run under
-    the publishing lock, an existing directory moving to `old` meanwhile.
-    """
-    if not _publish_atomically(staging, siblings.path, overwrite, refuse, kind):
-        with _serialized(siblings):
-            _publish_locked(staging, siblings.path, overwrite, refuse, kind, old)
-
-
-def _publish_atomically(staging, path, overwrite, refuse, kind):
-    """One `renameat2` (or `os.replace` for a file); False if unsupported."""
-    while True:
-        exists = os.path.lexists(path)
-        if exists and not overwrite:
-            raise _exists_error(path)
-        if exists:
-            refuse(path)
-        try:
-            if exists and kind == "file":
-                os.replace(staging, path)
-                return True
-            flags = _RENAME_EXCHANGE if exists else _RENAME_NOREPLACE
-            return _rename2(staging, path, flags)
-        except (FileExistsError, FileNotFoundError):
-            # `path` appeared or vanished since it was looked at: a
-            # concurrent writer. Look again, unless overwriting was not asked
-            # for or the staging is what is missing.
-            if not (overwrite and os.path.lexists(staging)):
-                raise
-
-
-def _publish_locked(staging, path, overwrite, refuse, kind, old):
-    """The fallback without `renameat2`, run under the publishing lock."""
-    if not os.path.lexists(path):
-        os.rename(staging, path)
-        return
-    if not overwrite:
-        raise _exists_error(path)
-    refuse(path)
-    if kind == "file":
-        os.replace(staging, path)
-        return
-    os.rename(path, old)
-    try:
-        os.rename(staging, path)
-    except BaseException:
-        os.rename(old, path)
-        raise
-    _remove(old)
 
 
 def _chmod_tree(root, dir_mode):
@@ -481,8 +330,15 @@ def _staged(path, overwrite, kind, marker):
             refuse = functools.partial(
                 refuse_to_replace, overwrite=True, kind=kind, marker=marker
             )
-            old = siblings.of(token, "old")
-            _publish(staging, siblings, overwrite, refuse, kind, old)
+            _renames.publish(
+                staging,
+                path,
+                overwrite,
+                refuse,
+                lock=siblings.publishing_lock(),
+                kind=kind,
+                old=siblings.of(token, "old"),
+            )
     except OSError as error:
         _name_the_user_path(error, siblings, staging)
         raise

@@ -7,7 +7,6 @@ recovery after kills, writers in other pid namespaces), then what
 
 import errno
 import fcntl
-import importlib.util
 import os
 import re
 import shutil
@@ -24,21 +23,24 @@ import numpy as np
 import pytest
 from _helpers import BACKEND, LEGACY, keras, random_inputs, to_numpy
 
-from keras_posenc import SinusoidalPositionEncoding, export_saved_model
+from keras_posenc import (
+    SinusoidalPositionEncoding,
+    _files,
+    _renames,
+    export_saved_model,
+)
 from keras_posenc.export import EXPORT_BACKENDS
 
-# The module is stdlib only: loading it by path lets the killed subprocesses
-# below start in milliseconds (no TensorFlow, JAX or torch to import).
-SOURCE = Path(__file__).resolve().parents[1] / "keras_posenc" / "_files.py"
-_spec = importlib.util.spec_from_file_location("keras_posenc_files", SOURCE)
-_files = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_files)
-
+# `_files` and `_renames` are stdlib only: the killed subprocesses below load
+# them without the package's `__init__` (no Keras, TensorFlow, JAX or torch
+# to import), so that they start in milliseconds.
+PACKAGE = Path(__file__).resolve().parents[1] / "keras_posenc"
 LOAD = """
-import importlib.util, os, signal, sys
-spec = importlib.util.spec_from_file_location("files", sys.argv[1])
-files = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(files)
+import os, signal, sys, types
+package = types.ModuleType("keras_posenc")
+package.__path__ = [sys.argv[1]]
+sys.modules["keras_posenc"] = package
+from keras_posenc import _files as files, _renames as renames
 """
 # Longest hidden name beside any published name, in bytes (docs/design.md).
 HIDDEN_NAME_BYTES = 123
@@ -113,8 +115,8 @@ def _hold(lock):
 def rename_mode(request, tmp_path, monkeypatch):
     if request.param == "fallback":
         # Stands in for a kernel, libc or filesystem without renameat2.
-        monkeypatch.setattr(_files, "_rename2", lambda *args: False)
-    elif not _files.exchange_supported(tmp_path):
+        monkeypatch.setattr(_renames, "rename2", lambda *args: False)
+    elif not _renames.exchange_supported(tmp_path):
         pytest.skip("renameat2(RENAME_EXCHANGE) is unsupported on this filesystem")
     return request.param
 
@@ -324,7 +326,7 @@ def test_eio_in_the_exchange_keeps_the_old_export(tmp_path, monkeypatch):
     def failing_rename2(src, dst, flags):
         raise OSError(errno.EIO, os.strerror(errno.EIO), dst)
 
-    monkeypatch.setattr(_files, "_rename2", failing_rename2)
+    monkeypatch.setattr(_renames, "rename2", failing_rename2)
     _saved_model(tmp_path / "model")
     before = _tree(tmp_path)
     with pytest.raises(OSError, match=os.strerror(errno.EIO)):
@@ -339,7 +341,7 @@ def test_eio_between_the_fallback_renames_puts_the_old_export_back(
 ):
     # Without renameat2, an error in `rename(staging -> path)` after
     # `rename(path -> old)` is rolled back: `path` is the old export again.
-    monkeypatch.setattr(_files, "_rename2", lambda *args: False)
+    monkeypatch.setattr(_renames, "rename2", lambda *args: False)
     real_rename = os.rename
 
     def rename(src, dst):
@@ -357,12 +359,12 @@ def test_eio_between_the_fallback_renames_puts_the_old_export_back(
     assert _listing(tmp_path) == ["model"]
 
 
-@pytest.mark.skipif(_files._libc_renameat2 is None, reason="no renameat2 in libc")
+@pytest.mark.skipif(not _renames.HAVE_RENAMEAT2, reason="no renameat2 in libc")
 def test_renameat2_errors_name_the_destination(tmp_path):
     # An errno other than EEXIST or "unsupported" is an OSError naming `dst`.
     with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "dst"))):
-        _files._rename2(
-            tmp_path / "missing", tmp_path / "dst", _files._RENAME_NOREPLACE
+        _renames.rename2(
+            tmp_path / "missing", tmp_path / "dst", _renames.RENAME_NOREPLACE
         )
 
 
@@ -394,7 +396,7 @@ def test_concurrent_new_exports_exactly_one_wins(tmp_path, rename_mode):
 
 def test_exchange_supported_leaves_nothing_behind(tmp_path):
     # The probe answers a bool and removes its two probe directories.
-    assert isinstance(_files.exchange_supported(tmp_path), bool)
+    assert isinstance(_renames.exchange_supported(tmp_path), bool)
     assert os.listdir(tmp_path) == []
 
 
@@ -482,7 +484,7 @@ def test_concurrent_overwrites_of_a_missing_path_all_publish(tmp_path, rename_mo
 def test_fallback_leaves_no_lock_file(tmp_path, monkeypatch):
     # Without renameat2, a new export, an overwrite and a failed overwrite
     # leave nothing beside `path`: the lock file goes with its lock.
-    monkeypatch.setattr(_files, "_rename2", lambda *args: False)
+    monkeypatch.setattr(_renames, "rename2", lambda *args: False)
     with _files.atomic_directory(tmp_path / "model") as staging:
         _write(staging, b"first")
     with _files.atomic_directory(tmp_path / "model", overwrite=True) as staging:
@@ -503,7 +505,7 @@ def test_fallback_lock_admits_one_holder_at_a_time(tmp_path):
 
     def take():
         for _ in range(40):
-            with _files._serialized(siblings):
+            with _renames.serialized(siblings.publishing_lock()):
                 with guard:
                     holders[0] += 1
                     most[0] = max(most[0], holders[0])
@@ -711,7 +713,7 @@ def _live_writer(tmp_path):
             open(os.path.join(staging, "saved_model.pb"), "wb").write(b"live")
         """
     )
-    command = [sys.executable, "-c", script, str(SOURCE), str(tmp_path / "model")]
+    command = [sys.executable, "-c", script, str(PACKAGE), str(tmp_path / "model")]
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout.readline() == b"staged\n"
     return proc
@@ -760,7 +762,7 @@ def test_recovery_in_another_pid_namespace_spares_a_live_writer(tmp_path):
                 open(os.path.join(staging, "saved_model.pb"), "wb").write(b"other")
             """
         )
-        args = [str(SOURCE), str(tmp_path / "model"), str(writer.pid)]
+        args = [str(PACKAGE), str(tmp_path / "model"), str(writer.pid)]
         foreign = subprocess.run(
             [*unshare, sys.executable, "-c", script, *args],
             capture_output=True,
@@ -813,7 +815,7 @@ def _killed_export(tmp_path):
             sys.stdin.read()
         """
     )
-    command = [sys.executable, "-c", script, str(SOURCE), str(tmp_path / "model")]
+    command = [sys.executable, "-c", script, str(PACKAGE), str(tmp_path / "model")]
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdout.readline() == b"staged\n"
@@ -851,7 +853,7 @@ def test_kill_9_between_the_fallback_renames_is_restored(tmp_path):
     # it and removes every hidden file, the publishing lock included.
     script = LOAD + textwrap.dedent(
         """
-        files._rename2 = lambda *args: False
+        renames.rename2 = lambda *args: False
         real_rename = os.rename
         def rename(src, dst):
             if src.endswith(".partial"):
@@ -864,7 +866,7 @@ def test_kill_9_between_the_fallback_renames_is_restored(tmp_path):
     )
     _saved_model(tmp_path / "model")
     before = _tree(tmp_path / "model")
-    command = [sys.executable, "-c", script, str(SOURCE), str(tmp_path / "model")]
+    command = [sys.executable, "-c", script, str(PACKAGE), str(tmp_path / "model")]
     assert subprocess.run(command).returncode == -signal.SIGKILL
     assert not (tmp_path / "model").exists()
     assert any(e.endswith(".publishing.lock") for e in _listing(tmp_path))
@@ -1197,7 +1199,7 @@ def test_overwrite_replaces_an_export_without_a_gap(tmp_path, exports):
     finally:
         done.set()
         reader.join()
-    if _files.exchange_supported(tmp_path):  # else two renames: a short gap
+    if _renames.exchange_supported(tmp_path):  # else two renames: a short gap
         assert not missing
     x = random_inputs(2, 9)
     assert _max_diff(_serve(path, x), to_numpy(new_model(x))) <= SAME
