@@ -43,6 +43,8 @@ from keras_posenc._phase_constants import (
 )
 
 _TWO_PI = 2.0 * np.pi
+# Most values an encoder keeps for eager calls at known positions (32 MiB).
+KEPT_VALUES = 2**23
 
 
 def _sincos(q, consts):
@@ -133,8 +135,8 @@ class Encoder:
 
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
-        # (base, rows, steps) of the block that `block` last computed.
-        self._block: tuple[int, Any, list] | None = None
+        # (base, rows, steps, count) of the block that `block` last computed.
+        self._block: tuple[int, Any, list, int] | None = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )
@@ -170,31 +172,47 @@ class Encoder:
         return self._range(start, length)
 
     def block(self, first, end):
-        """``(base, rows, steps)``: the rows of ``[base, base + 128) ⊇ [first, end)``.
+        """``(base, rows, steps)``: kept rows from `base`, covering ``[first, end)``.
 
-        For eager decoding (a span of at most 64 positions). Decoding asks
-        for one position per layer and step: the 128 rows from
-        ``64 * floor(first / 64)`` are computed once and kept, so the next
-        steps (and every layer sharing this encoder) read them, with the
-        bits of `rows`, without running the engine. `steps` holds the same
-        rows one by one (``[1, C]`` each, split in one op): a one-position
-        step then costs no op at all (a TF eager slice costs more than a
-        plain Keras layer's whole call).
+        For eager calls at known positions. Decoding asks for one position
+        per layer and step: the 128 rows from ``64 * floor(first / 64)`` are
+        computed once and kept, so the next steps (and every layer sharing
+        this encoder) read them, with the bits of `rows`, without running
+        the engine; `steps` holds them one by one (``[1, C]`` each, split in
+        one op), so a one-position step costs no op at all (a TF eager slice
+        costs more than a plain Keras layer's whole call). A longer span (a
+        prompt, which every layer of a model asks for in turn) is kept the
+        same way, from ``64 * floor(first / 64)``, with `steps` empty; see
+        `keeps`.
         """
         block = self._block
-        if block is None or not block[0] <= first < end <= block[0] + 2 * FINE_ROWS:
-            base = min(first - first % FINE_ROWS, POSITION_LIMIT - 2 * FINE_ROWS)
-            with _backend.eager_scope():  # concrete under `jax.jit` too
-                start = ops.convert_to_tensor(base, "int32")
-                rows = self._range(start, 2 * FINE_ROWS)
-                steps = ops.unstack(rows[:, None], axis=0)
-            self._block = block = (base, rows, steps)
-        return block
+        if block is None or not block[0] <= first < end <= block[0] + block[3]:
+            block = self._block = self._keep(first, end)
+        return block[:3]
+
+    def _keep(self, first, end):
+        """``(base, rows, steps, count)`` of the block `block` keeps next."""
+        short = end - first <= FINE_ROWS
+        count = 2 * FINE_ROWS if short else end - first + first % FINE_ROWS
+        base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
+        with _backend.eager_scope():  # concrete under `jax.jit` too
+            start = ops.convert_to_tensor(base, "int32")
+            if short:
+                rows = self._range(start, count)
+                return base, rows, ops.unstack(rows[:, None], axis=0), count
+            return base, self.rows(start, count), [], count
+
+    def keeps(self, first, end):
+        """Whether `block` serves ``[first, end)``: at most `KEPT_VALUES` values."""
+        return 0 < end - first and (
+            end - first <= FINE_ROWS
+            or (end - first + FINE_ROWS) * self.width <= KEPT_VALUES
+        )
 
     def recent_rows(self, first, end):
-        """Rows for positions ``[first, end)`` (at most 64), read from `block`."""
+        """Rows for positions ``[first, end)`` (see `keeps`), read from `block`."""
         base, rows, steps = self.block(first, end)
-        if end - first == 1:
+        if end - first == 1 and steps:
             return steps[first - base]
         return rows[first - base : end - base]
 

@@ -29,6 +29,16 @@ def decoding_range(positions):
     return None
 
 
+def kept_range(positions, encoder):
+    """``(first, end)`` of an eager span of known positions whose rows
+    `encoder` keeps (`_engine.Encoder.keeps`: a decoding step, or a prompt
+    that every layer asks for in turn), or `None`."""
+    known_range = positions.known_range
+    if known_range and encoder.keeps(*known_range) and _backend.executing_eagerly():
+        return known_range
+    return None
+
+
 class ComputedRows:
     """Rows computed at every call by the exact engine: no length limit.
 
@@ -40,9 +50,9 @@ class ComputedRows:
         self.encoder = encoder
 
     def __call__(self, positions):
-        step = decoding_range(positions)
-        if step is not None:
-            return self.encoder.recent_rows(*step)  # checked: no guard
+        kept = kept_range(positions, self.encoder)
+        if kept is not None:
+            return self.encoder.recent_rows(*kept)  # checked: no guard
         if positions.is_span and not positions.batched_span:
             rows = self.encoder.rows(positions.start, positions.length)
         else:
@@ -131,4 +141,10 @@ def sinusoidal_rows(options, width):
     return LookupTable(encoder, options.max_length, extend)
 
 
-__all__ = ["ComputedRows", "LookupTable", "decoding_range", "sinusoidal_rows"]
+__all__ = [
+    "ComputedRows",
+    "LookupTable",
+    "decoding_range",
+    "kept_range",
+    "sinusoidal_rows",
+]

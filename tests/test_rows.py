@@ -9,6 +9,7 @@ import pytest
 from _helpers import TOL, reference, to_numpy
 
 import keras_posenc
+from keras_posenc import _engine
 
 DEPTH = 16
 
@@ -53,3 +54,45 @@ def test_layers_of_different_depths_do_not_share_cached_rows():
     _step(narrow, 70)
     row = to_numpy(wide(np.zeros((1, 1, 2 * DEPTH), "float32"), start_index=70))
     np.testing.assert_allclose(row[0, 0], reference(70, 2 * DEPTH), atol=TOL)
+
+
+@pytest.mark.parametrize(
+    "first, length", [(0, 2048), (100, 1000), (2**31 - 1000, 1000)]
+)
+def test_a_prompt_kept_for_the_next_layers_gives_the_bits_of_explicit_positions(
+    first, length
+):
+    # An eager span longer than a decoding step is kept by the shared encoder
+    # for the model's next layers: their rows, and the first layer's, are the
+    # bits of the same positions asked for one by one (and within 2e-7).
+    x = np.zeros((1, length, DEPTH), "float32")
+    span = to_numpy(_encoding()(x, start_index=first))[0]
+    again = to_numpy(_encoding()(x, start_index=first))[0]
+    positions = np.arange(first, first + length)
+    explicit = to_numpy(_encoding()(x, positions=positions[None]))[0]
+    np.testing.assert_array_equal(span, explicit)
+    np.testing.assert_array_equal(again, span)
+    np.testing.assert_allclose(span, reference(positions, DEPTH), atol=TOL)
+
+
+def test_the_encoder_keeps_one_block_and_reuses_it():
+    # A second call inside the kept span reads the same rows (no engine run);
+    # a span outside it replaces the block.
+    encoder = _engine.sinusoidal_encoder(DEPTH, 10000.0, "interleaved")
+    base, rows, steps = encoder.block(100, 1100)
+    assert (base, tuple(rows.shape), steps) == (64, (1036, DEPTH), [])
+    assert encoder.block(64, 1100)[1] is rows
+    assert encoder.block(5000, 5001)[1] is not rows
+
+
+def test_rotary_prompt_rows_equal_explicit_positions_bit_for_bit():
+    # The rotary layer reads the same kept rows: a prompt rotated at
+    # start_index equals the rotation at the same explicit positions.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 700, 4, 32)).astype("float32")
+    layer = keras_posenc.RotaryEmbedding()
+    span = to_numpy(layer(x, start_index=4000))
+    again = to_numpy(keras_posenc.RotaryEmbedding()(x, start_index=4000))
+    explicit = to_numpy(layer(x, positions=np.arange(4000, 4700)))
+    np.testing.assert_array_equal(span, explicit)
+    np.testing.assert_array_equal(again, span)
