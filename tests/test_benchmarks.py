@@ -25,6 +25,7 @@ def _benchmark(name):
 forward = _benchmark("forward")
 precision = _benchmark("precision")
 decode = _benchmark("decode")
+rotary = _benchmark("rotary")
 common = _benchmark("_common")
 
 
@@ -319,3 +320,40 @@ def test_decode_floors_apply_the_rows_of_the_step():
     c, s = np.cos(angle), np.sin(angle)
     want = np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], -1)
     np.testing.assert_allclose(got, want, atol=TOL * 10)
+
+
+# -- rotary.py -------------------------------------------------------------------
+
+
+def test_rotary_smoke_times_every_configuration_against_the_floor(tmp_path):
+    # Ours and the floor in every main mode of the backend; on torch (eager)
+    # also ours at a new span every call, which the kept rows cannot serve.
+    path = tmp_path / "rotary.json"
+    rotary.main(["--smoke", "--json", str(path)])
+    speed = json.loads(path.read_text())["backends"][BACKEND]["speed"]
+    expected = {rotary.FLOOR, rotary.OURS}
+    if BACKEND == "torch":
+        expected.add(rotary.OURS_NEW)
+    if _has_keras_hub():
+        expected.add(rotary.KERAS_HUB)
+    assert set(speed) == expected
+    for cells in speed.values():
+        assert set(cells) == set(rotary.MODES[BACKEND])
+    assert {cell["ratio"] for cell in speed[rotary.FLOOR].values()} == {1.0}
+
+
+def test_rotary_configurations_apply_the_same_rotation():
+    # The floor and ours rotate the same way at start 0 (the floor's
+    # constants), float32 rounding apart.
+    from keras import ops
+
+    shape = (1, 64, 2, 16)
+    x = ops.convert_to_tensor(
+        np.random.default_rng(0).normal(size=shape).astype("float32")
+    )
+    configs = rotary.configurations(shape)
+    start = ops.convert_to_tensor(0, "int32")
+    want = ops.convert_to_numpy(configs[rotary.FLOOR](x, start))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(configs[rotary.OURS](x, start)), want, atol=1e-6
+    )
