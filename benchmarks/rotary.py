@@ -28,6 +28,7 @@ frequencies, exact to 2e-9 at these positions.
 """
 
 import argparse
+import contextlib
 import itertools
 import sys
 
@@ -159,6 +160,15 @@ def _compiled(fn, mode):
     return fn
 
 
+def _no_grad():
+    """torch's `no_grad()` on torch (restored after: the caller may train)."""
+    if BACKEND != "torch":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.no_grad()
+
+
 def run(shape, reps):
     """One backend's section: timings and ratios per configuration and mode."""
     info = _common.run_info(BACKEND)
@@ -172,11 +182,8 @@ def run(shape, reps):
         for mode in MODES[BACKEND]:
             compiled = _compiled(fn, mode)
             runners[(name, mode)] = (lambda f: lambda: f(x, start))(compiled)
-    if BACKEND == "torch":
-        import torch
-
-        torch.set_grad_enabled(False)
-    times = _common.interleaved_times(runners, reps)
+    with _no_grad():  # inference, as keras-hub's generate() runs
+        times = _common.interleaved_times(runners, reps)
     names = list(dict.fromkeys(name for name, _ in runners))
     section = {
         "run": info,

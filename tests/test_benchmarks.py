@@ -340,6 +340,10 @@ def test_rotary_smoke_times_every_configuration_against_the_floor(tmp_path):
     for cells in speed.values():
         assert set(cells) == set(rotary.MODES[BACKEND])
     assert {cell["ratio"] for cell in speed[rotary.FLOOR].values()} == {1.0}
+    if BACKEND == "torch":  # timed without autograd, which it leaves on
+        import torch
+
+        assert torch.is_grad_enabled()
 
 
 def test_rotary_configurations_apply_the_same_rotation():
