@@ -1,7 +1,7 @@
 """Rotary embeddings: speed against the floor and keras-hub, precision against position.
 
     python -m benchmarks.rotary [--backend tensorflow|jax|torch | --all-backends]
-        [--reps 21] [--shape B,L,H,D] [--smoke] [--json PATH]
+        [--reps 21] [--shape B,L,H,D] [--torch-threads 1] [--smoke] [--json PATH]
 
 Speed, at `(batch, length, heads, dim) = (4, 2048, 8, 64)` in the half
 layout. The floor is the least a RoPE can do: `x * cos + rotate(x) * sin`
@@ -273,6 +273,9 @@ def main(argv=None):
     parser.add_argument(
         "--shape", type=parse_shape, help="B,L,H,D instead of 4,2048,8,64"
     )
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="torch intra-op threads"
+    )
     args = parser.parse_args(argv)
     if args.all_backends or (args.backend or BACKEND) != BACKEND:
         sections = _common.run_backends(
@@ -285,6 +288,10 @@ def main(argv=None):
             "\nwritten:", _common.write_results(NAME, sections, args.json, args.record)
         )
         return sections
+    if BACKEND == "torch":  # two threads wait on each other on a busy 2-core machine
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
     section = run(shape, 1 if args.smoke else args.reps)
     print("\n" + goals({BACKEND: section}))
