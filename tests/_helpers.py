@@ -6,6 +6,9 @@ positions up to 2**31 where float64 angles are no longer exact. Neither
 uses any keras_posenc code.
 """
 
+import os
+import re
+
 import numpy as np
 import pytest
 from keras import backend, ops
@@ -22,11 +25,74 @@ MODES = [
 ]
 
 only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
+only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
 keras3_only = pytest.mark.skipif(LEGACY, reason="Keras 3 only")
+
+
+# Well under a second: size checks run before any allocation or host work.
+FAST = 1.0
+# The refusal of a lookup table over KERAS_POSENC_MAX_TABLE_BYTES.
+TABLE_MESSAGE = (
+    r"`max_length`, expected a table of at most \d+ bytes "
+    r"\(set KERAS_POSENC_MAX_TABLE_BYTES to allow more\); "
+    r"this one needs (\d+) bytes at depth (\d+)"
+)
+# RoPE scalings shared by the configuration and the layer tests.
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+MROPE = {"rope_type": "default", "mrope_section": [1, 1, 2]}
 
 
 def to_numpy(x):
     return ops.convert_to_numpy(x)
+
+
+def tensor_of(value, dtype):
+    """A backend scalar or array tensor of `dtype` holding `value` exactly."""
+    return ops.convert_to_tensor(np.array(value, dtype), dtype)
+
+
+def exact(message):
+    """A `pytest.raises(match=...)` pattern for exactly `message`."""
+    return "^" + re.escape(message) + "$"
+
+
+def traced(fn, jit_compile=False):
+    """`fn` as a TF function (on TensorFlow) or under `jax.jit` (on JAX)."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=jit_compile, autograph=False)
+    import jax
+
+    return jax.jit(fn)
+
+
+def serve(path_or_loaded, x):
+    """Runs a SavedModel's `serving_default` signature on `x`."""
+    import tensorflow as tf
+
+    loaded = (
+        tf.saved_model.load(os.fspath(path_or_loaded))
+        if isinstance(path_or_loaded, (str, os.PathLike))
+        else path_or_loaded
+    )
+    serve = loaded.signatures["serving_default"]
+    (name,) = serve.structured_input_signature[1]
+    (out,) = serve(**{name: tf.constant(x)}).values()
+    return out.numpy()
+
+
+def max_diff(a, b):
+    """The largest absolute difference in float64 (0 for empty arrays)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.abs(a.astype(np.float64) - b).max()) if a.size else 0.0
 
 
 def reference(positions, depth, max_wavelength=10000.0, layout="interleaved"):
@@ -79,15 +145,25 @@ def random_inputs(batch=2, length=10, depth=8, seed=0):
 
 __all__ = [
     "BACKEND",
+    "FAST",
     "LAYOUTS",
     "LEGACY",
+    "LLAMA3",
     "MODES",
+    "MROPE",
+    "TABLE_MESSAGE",
     "TOL",
+    "exact",
     "keras",
     "keras3_only",
+    "max_diff",
+    "only_jax",
     "only_tensorflow",
     "random_inputs",
     "reference",
     "reference_mp",
+    "serve",
+    "tensor_of",
     "to_numpy",
+    "traced",
 ]
