@@ -88,6 +88,14 @@ def serve(path_or_loaded, x):
     return out.numpy()
 
 
+def encode_positions(loaded, positions):
+    """Runs an `export_encoder` SavedModel's `serving_default` on positions."""
+    import tensorflow as tf
+
+    signature = loaded.signatures["serving_default"]
+    return signature(positions=tf.constant(positions, tf.int32))["encoding"].numpy()
+
+
 def max_diff(a, b):
     """The largest absolute difference in float64 (0 for empty arrays)."""
     a, b = np.asarray(a), np.asarray(b)
@@ -153,6 +161,7 @@ __all__ = [
     "MROPE",
     "TABLE_MESSAGE",
     "TOL",
+    "encode_positions",
     "exact",
     "keras",
     "keras3_only",
