@@ -1,5 +1,8 @@
 """Shared test helpers: the independent references, tolerances, builders.
 
+Also what more than one test module needs: markers, shared messages and
+RoPE scalings, SavedModel runners and the environment of a fresh interpreter.
+
 The references live here only: a float64 numpy formula written straight
 from the paper (exact to ~1e-9 below 2**24), and an mpmath one for
 positions up to 2**31 where float64 angles are no longer exact. Neither
@@ -16,6 +19,8 @@ from keras import backend, ops
 from keras_posenc._keras import LEGACY, keras
 
 BACKEND = backend.backend()
+# The checkout: fresh interpreters import this copy of keras_posenc.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYOUTS = ("interleaved", "concatenated")
 # The tested precision bound of every float32 output (README "Guarantee").
 TOL = 2e-7
@@ -27,7 +32,6 @@ MODES = [
 only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
 only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
 keras3_only = pytest.mark.skipif(LEGACY, reason="Keras 3 only")
-
 
 # Well under a second: size checks run before any allocation or host work.
 FAST = 1.0
@@ -142,6 +146,24 @@ def reference_mp(positions, depth, max_wavelength=10000.0, layout="interleaved")
     return np.array(rows).reshape(np.shape(positions) + (depth,))
 
 
+def subprocess_env(backend="tensorflow", legacy=False, **extra):
+    """A quiet environment for a fresh interpreter on `backend`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS", "XLA_FLAGS")
+    }
+    env.update(
+        KERAS_BACKEND=backend,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONPATH=os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")])),
+    )
+    if legacy:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    env.update(extra)
+    return env
+
+
 def random_inputs(batch=2, length=10, depth=8, seed=0):
     """float32 numpy inputs `[batch, length, depth]`."""
     return (
@@ -159,6 +181,7 @@ __all__ = [
     "LLAMA3",
     "MODES",
     "MROPE",
+    "ROOT",
     "TABLE_MESSAGE",
     "TOL",
     "encode_positions",
@@ -172,6 +195,7 @@ __all__ = [
     "reference",
     "reference_mp",
     "serve",
+    "subprocess_env",
     "tensor_of",
     "to_numpy",
     "traced",

@@ -24,6 +24,7 @@ from _helpers import (
     BACKEND,
     LAYOUTS,
     LEGACY,
+    ROOT,
     TOL,
     encode_positions,
     keras,
@@ -34,13 +35,13 @@ from _helpers import (
     reference,
     reference_mp,
     serve,
+    subprocess_env,
     to_numpy,
 )
 
 from keras_posenc import SinusoidalPositionEncoding, export_encoder, export_saved_model
 from keras_posenc.export import EXPORT_BACKENDS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V010 = os.path.join(ROOT, "saved_models", "v0.1.0")
 # Backends (and tf-keras) that write SavedModels.
 CAN_EXPORT = LEGACY or BACKEND in EXPORT_BACKENDS
@@ -89,24 +90,6 @@ def _tf():
     import tensorflow as tf
 
     return tf
-
-
-def _env(backend="tensorflow", legacy=False, **extra):
-    """A quiet environment for a fresh interpreter on `backend`."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS", "XLA_FLAGS")
-    }
-    env.update(
-        KERAS_BACKEND=backend,
-        TF_CPP_MIN_LOG_LEVEL="3",
-        PYTHONPATH=os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")])),
-    )
-    if legacy:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-    env.update(extra)
-    return env
 
 
 def _python(script, *args, env, cwd):
@@ -243,7 +226,9 @@ def test_keras_file_saved_on_any_backend_loads_on_every_backend(
     portable = {"__name__": "portable"}
     exec(_PORTABLE, portable)
     running = [
-        _python(_PORTABLE, tmp_path, *PORTABLE_BACKENDS, env=_env(b), cwd=tmp_path)
+        _python(
+            _PORTABLE, tmp_path, *PORTABLE_BACKENDS, env=subprocess_env(b), cwd=tmp_path
+        )
         for b in PORTABLE_BACKENDS
         if b != "tensorflow"
     ]
@@ -385,7 +370,9 @@ def test_saved_models_load_where_keras_posenc_is_missing(
                 expected[f"{name}-y.npy"] = to_numpy(model(x))
             jobs.append([path, runs])
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    _finish(_python(_NO_PACKAGE, tmp_path / "jobs.json", env=_env(), cwd=tmp_path))
+    _finish(
+        _python(_NO_PACKAGE, tmp_path / "jobs.json", env=subprocess_env(), cwd=tmp_path)
+    )
     worst = max(max_diff(np.load(out), want) for out, want in expected.items())
     record_property("max_difference", worst)
     assert worst <= SAME
@@ -784,7 +771,9 @@ _MIRRORED = textwrap.dedent(
 def test_mirrored_strategy_fit_then_export(tmp_path, record_property):
     # Two replicas fit a model with both modes, export it, and the reload
     # matches predict within 1e-6.
-    process = _python(_MIRRORED, tmp_path, env=_env(legacy=LEGACY), cwd=tmp_path)
+    process = _python(
+        _MIRRORED, tmp_path, env=subprocess_env(legacy=LEGACY), cwd=tmp_path
+    )
     found = json.loads(_finish(process).strip().splitlines()[-1])
     record_property("found", found)
     assert found["replicas"] == 2, found
@@ -872,7 +861,7 @@ _DATA_PARALLEL = textwrap.dedent(
 def test_jax_data_parallel_fit_and_predict_equal_one_device(tmp_path, record_property):
     # Two host devices (XLA_FLAGS before JAX starts): fit then predict give
     # the one-device outputs and weights within 1e-6.
-    env = _env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = subprocess_env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
     found = json.loads(
         _finish(_python(_DATA_PARALLEL, env=env, cwd=tmp_path)).strip().splitlines()[-1]
     )
