@@ -1,10 +1,16 @@
 """Shared test helpers: the independent references, tolerances, builders.
 
+Also what more than one test module needs: markers, shared messages and
+RoPE scalings, SavedModel runners and the environment of a fresh interpreter.
+
 The references live here only: a float64 numpy formula written straight
 from the paper (exact to ~1e-9 below 2**24), and an mpmath one for
 positions up to 2**31 where float64 angles are no longer exact. Neither
 uses any keras_posenc code.
 """
+
+import os
+import re
 
 import numpy as np
 import pytest
@@ -13,6 +19,8 @@ from keras import backend, ops
 from keras_posenc._keras import LEGACY, keras
 
 BACKEND = backend.backend()
+# The checkout: fresh interpreters import this copy of keras_posenc.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYOUTS = ("interleaved", "concatenated")
 # The tested precision bound of every float32 output (README "Guarantee").
 TOL = 2e-7
@@ -22,11 +30,81 @@ MODES = [
 ]
 
 only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
+only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
 keras3_only = pytest.mark.skipif(LEGACY, reason="Keras 3 only")
+
+# Well under a second: size checks run before any allocation or host work.
+FAST = 1.0
+# The refusal of a lookup table over KERAS_POSENC_MAX_TABLE_BYTES.
+TABLE_MESSAGE = (
+    r"`max_length`, expected a table of at most \d+ bytes "
+    r"\(set KERAS_POSENC_MAX_TABLE_BYTES to allow more\); "
+    r"this one needs (\d+) bytes at depth (\d+)"
+)
+# RoPE scalings shared by the configuration and the layer tests.
+LLAMA3 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+MROPE = {"rope_type": "default", "mrope_section": [1, 1, 2]}
 
 
 def to_numpy(x):
     return ops.convert_to_numpy(x)
+
+
+def tensor_of(value, dtype):
+    """A backend scalar or array tensor of `dtype` holding `value` exactly."""
+    return ops.convert_to_tensor(np.array(value, dtype), dtype)
+
+
+def exact(message):
+    """A `pytest.raises(match=...)` pattern for exactly `message`."""
+    return "^" + re.escape(message) + "$"
+
+
+def traced(fn, jit_compile=False):
+    """`fn` as a TF function (on TensorFlow) or under `jax.jit` (on JAX)."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=jit_compile, autograph=False)
+    import jax
+
+    return jax.jit(fn)
+
+
+def serve(path_or_loaded, x):
+    """Runs a SavedModel's `serving_default` signature on `x`."""
+    import tensorflow as tf
+
+    loaded = (
+        tf.saved_model.load(os.fspath(path_or_loaded))
+        if isinstance(path_or_loaded, (str, os.PathLike))
+        else path_or_loaded
+    )
+    serve = loaded.signatures["serving_default"]
+    (name,) = serve.structured_input_signature[1]
+    (out,) = serve(**{name: tf.constant(x)}).values()
+    return out.numpy()
+
+
+def encode_positions(loaded, positions):
+    """Runs an `export_encoder` SavedModel's `serving_default` on positions."""
+    import tensorflow as tf
+
+    signature = loaded.signatures["serving_default"]
+    return signature(positions=tf.constant(positions, tf.int32))["encoding"].numpy()
+
+
+def max_diff(a, b):
+    """The largest absolute difference in float64 (0 for empty arrays)."""
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.abs(a.astype(np.float64) - b).max()) if a.size else 0.0
 
 
 def reference(positions, depth, max_wavelength=10000.0, layout="interleaved"):
@@ -68,6 +146,24 @@ def reference_mp(positions, depth, max_wavelength=10000.0, layout="interleaved")
     return np.array(rows).reshape(np.shape(positions) + (depth,))
 
 
+def subprocess_env(backend="tensorflow", legacy=False, **extra):
+    """A quiet environment for a fresh interpreter on `backend`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS", "XLA_FLAGS")
+    }
+    env.update(
+        KERAS_BACKEND=backend,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        PYTHONPATH=os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")])),
+    )
+    if legacy:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    env.update(extra)
+    return env
+
+
 def random_inputs(batch=2, length=10, depth=8, seed=0):
     """float32 numpy inputs `[batch, length, depth]`."""
     return (
@@ -79,15 +175,28 @@ def random_inputs(batch=2, length=10, depth=8, seed=0):
 
 __all__ = [
     "BACKEND",
+    "FAST",
     "LAYOUTS",
     "LEGACY",
+    "LLAMA3",
     "MODES",
+    "MROPE",
+    "ROOT",
+    "TABLE_MESSAGE",
     "TOL",
+    "encode_positions",
+    "exact",
     "keras",
     "keras3_only",
+    "max_diff",
+    "only_jax",
     "only_tensorflow",
     "random_inputs",
     "reference",
     "reference_mp",
+    "serve",
+    "subprocess_env",
+    "tensor_of",
     "to_numpy",
+    "traced",
 ]

@@ -10,7 +10,6 @@ only where a fresh interpreter is the point (another backend, no package,
 device counts).
 """
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -25,20 +24,24 @@ from _helpers import (
     BACKEND,
     LAYOUTS,
     LEGACY,
+    ROOT,
     TOL,
+    encode_positions,
     keras,
     keras3_only,
+    max_diff,
     only_tensorflow,
     random_inputs,
     reference,
     reference_mp,
+    serve,
+    subprocess_env,
     to_numpy,
 )
 
 from keras_posenc import SinusoidalPositionEncoding, export_encoder, export_saved_model
 from keras_posenc.export import EXPORT_BACKENDS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 V010 = os.path.join(ROOT, "saved_models", "v0.1.0")
 # Backends (and tf-keras) that write SavedModels.
 CAN_EXPORT = LEGACY or BACKEND in EXPORT_BACKENDS
@@ -87,62 +90,6 @@ def _tf():
     import tensorflow as tf
 
     return tf
-
-
-def _serve(path_or_loaded, x):
-    """Runs a SavedModel's `serving_default` signature on `x`."""
-    tf = _tf()
-    loaded = (
-        tf.saved_model.load(os.fspath(path_or_loaded))
-        if isinstance(path_or_loaded, (str, os.PathLike))
-        else path_or_loaded
-    )
-    serve = loaded.signatures["serving_default"]
-    (name,) = serve.structured_input_signature[1]
-    (out,) = serve(**{name: tf.constant(x)}).values()
-    return out.numpy()
-
-
-def _max_diff(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return float(np.abs(a.astype(np.float64) - b).max()) if a.size else 0.0
-
-
-def _snapshot(root):
-    """Every path under `root` with its mode and content hash (or link target)."""
-    found = {}
-    for here, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = os.path.join(here, name)
-            info = os.lstat(path)
-            if os.path.islink(path):
-                content = "->" + os.readlink(path)
-            elif os.path.isfile(path):
-                with open(path, "rb") as f:
-                    content = hashlib.sha256(f.read()).hexdigest()
-            else:
-                content = "dir"
-            found[os.path.relpath(path, root)] = (oct(info.st_mode), content)
-    return found
-
-
-def _env(backend="tensorflow", legacy=False, **extra):
-    """A quiet environment for a fresh interpreter on `backend`."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS", "XLA_FLAGS")
-    }
-    env.update(
-        KERAS_BACKEND=backend,
-        TF_CPP_MIN_LOG_LEVEL="3",
-        PYTHONPATH=os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")])),
-    )
-    if legacy:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-    env.update(extra)
-    return env
 
 
 def _python(script, *args, env, cwd):
@@ -279,7 +226,9 @@ def test_keras_file_saved_on_any_backend_loads_on_every_backend(
     portable = {"__name__": "portable"}
     exec(_PORTABLE, portable)
     running = [
-        _python(_PORTABLE, tmp_path, *PORTABLE_BACKENDS, env=_env(b), cwd=tmp_path)
+        _python(
+            _PORTABLE, tmp_path, *PORTABLE_BACKENDS, env=subprocess_env(b), cwd=tmp_path
+        )
         for b in PORTABLE_BACKENDS
         if b != "tensorflow"
     ]
@@ -352,7 +301,7 @@ def test_saved_model_serves_any_batch_and_length(saved_models, mode, writer):
     loaded = _tf().saved_model.load(paths[writer])
     for batch, length in SHAPES:
         x = random_inputs(batch, length, seed=length)
-        assert _max_diff(_serve(loaded, x), to_numpy(model(x))) <= SAME
+        assert max_diff(serve(loaded, x), to_numpy(model(x))) <= SAME
 
 
 @only_tensorflow
@@ -365,7 +314,7 @@ def test_tfsm_layer_serves_the_saved_model(saved_models, mode, writer):
     layer = keras.layers.TFSMLayer(paths[writer], call_endpoint="serve")
     for batch, length in SHAPES:
         x = random_inputs(batch, length, seed=length)
-        assert _max_diff(to_numpy(layer(x)), to_numpy(model(x))) <= SAME
+        assert max_diff(to_numpy(layer(x)), to_numpy(model(x))) <= SAME
 
 
 @pytest.mark.skipif(
@@ -377,7 +326,7 @@ def test_saved_model_serves_an_empty_sequence(saved_models, mode):
     # A length-0 request gets a length-0 answer, as the eager model gives.
     model, paths = saved_models[mode]
     x = np.zeros((2, 0, 8), "float32")
-    assert _serve(paths["export_saved_model"], x).shape == (2, 0, 4)
+    assert serve(paths["export_saved_model"], x).shape == (2, 0, 4)
 
 
 # Runs SavedModels in an interpreter where importing keras_posenc fails, as
@@ -421,8 +370,10 @@ def test_saved_models_load_where_keras_posenc_is_missing(
                 expected[f"{name}-y.npy"] = to_numpy(model(x))
             jobs.append([path, runs])
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    _finish(_python(_NO_PACKAGE, tmp_path / "jobs.json", env=_env(), cwd=tmp_path))
-    worst = max(_max_diff(np.load(out), want) for out, want in expected.items())
+    _finish(
+        _python(_NO_PACKAGE, tmp_path / "jobs.json", env=subprocess_env(), cwd=tmp_path)
+    )
+    worst = max(max_diff(np.load(out), want) for out, want in expected.items())
     record_property("max_difference", worst)
     assert worst <= SAME
 
@@ -467,7 +418,7 @@ def test_export_a_built_layer_keeps_batch_and_length_dynamic(tmp_path):
     path = export_saved_model(layer, tmp_path / "layer")
     for shape in [(1, 2, 3, 6), (3, 2, 50, 6)]:
         x = np.random.default_rng(0).normal(size=shape).astype("float32")
-        assert _max_diff(_serve(path, x), to_numpy(layer(x))) <= SAME
+        assert max_diff(serve(path, x), to_numpy(layer(x))) <= SAME
 
 
 @exporting
@@ -519,7 +470,7 @@ def test_torch_exported_program_equals_eager(tmp_path, mode):
     program = torch.export.load(path).module()
     x = random_inputs(2, 12)
     got = program(torch.from_numpy(x)).detach().numpy()
-    assert _max_diff(got, to_numpy(model(x))) <= SAME
+    assert max_diff(got, to_numpy(model(x))) <= SAME
 
 
 # -- the committed v0.1.0 export ----------------------------------------------------
@@ -539,8 +490,8 @@ def test_committed_v0_1_0_export_reproduces_its_stored_outputs():
     # loads with tf.saved_model.load and gives the outputs stored beside it.
     x = np.load(os.path.join(V010, "inputs.npy"))
     expected = np.load(os.path.join(V010, "expected.npy"))
-    got = _serve(os.path.join(V010, "saved_model"), x)
-    assert _max_diff(got, expected) <= 1e-6
+    got = serve(os.path.join(V010, "saved_model"), x)
+    assert max_diff(got, expected) <= 1e-6
 
 
 def test_committed_v0_1_0_outputs_are_the_encoding():
@@ -551,7 +502,7 @@ def test_committed_v0_1_0_outputs_are_the_encoding():
     expected = np.load(os.path.join(V010, "expected.npy"))
     positions = np.arange(x.shape[1])
     pe5 = reference(positions, 5, layout="concatenated")
-    assert _max_diff(expected[..., 8:], np.broadcast_to(pe5, x.shape[:2] + (5,))) <= TOL
+    assert max_diff(expected[..., 8:], np.broadcast_to(pe5, x.shape[:2] + (5,))) <= TOL
     exact = x.astype(np.float64) + reference(positions, 8)
     bound = TOL + np.spacing(np.abs(expected[..., :8])) / 2
     assert np.all(np.abs(expected[..., :8] - exact) <= bound)
@@ -563,7 +514,7 @@ def test_this_version_reproduces_the_v0_1_0_export():
     model = _v010_generator().build_model()
     x = np.load(os.path.join(V010, "inputs.npy"))
     expected = np.load(os.path.join(V010, "expected.npy"))
-    assert _max_diff(to_numpy(model(x)), expected) <= 1e-6
+    assert max_diff(to_numpy(model(x)), expected) <= 1e-6
 
 
 # -- export_encoder ------------------------------------------------------------------
@@ -600,12 +551,6 @@ def encoders(tmp_path_factory):
     return found
 
 
-def _encode(loaded, positions):
-    tf = _tf()
-    signature = loaded.signatures["serving_default"]
-    return signature(positions=tf.constant(positions, tf.int32))["encoding"].numpy()
-
-
 def _table(loaded, length, start_index):
     tf = _tf()
     signature = loaded.signatures["table"]
@@ -633,8 +578,8 @@ def test_encoder_signatures_are_int32_in_float32_out(encoders):
         "length": tf.TensorSpec([], tf.int32, name="length"),
         "start_index": tf.TensorSpec([], tf.int32, name="start_index"),
     }
-    assert _encode(loaded, [[0, 1, 2]]).shape == (1, 3, options["depth"])
-    assert _encode(loaded, [[0, 1, 2]]).dtype == np.float32
+    assert encode_positions(loaded, [[0, 1, 2]]).shape == (1, 3, options["depth"])
+    assert encode_positions(loaded, [[0, 1, 2]]).dtype == np.float32
     assert _table(loaded, 4, 0).shape == (4, options["depth"])
 
 
@@ -644,7 +589,10 @@ def test_encoder_serving_default_is_the_reference(encoders, name):
     # Rows of explicit positions (two examples) within TOL of float64.
     loaded, options = encoders[name]
     positions = np.array([[0, 1, 2, 3], [7, 8, 31, 49]])
-    assert _max_diff(_encode(loaded, positions), _expected(options, positions)) <= TOL
+    assert (
+        max_diff(encode_positions(loaded, positions), _expected(options, positions))
+        <= TOL
+    )
 
 
 @only_tensorflow
@@ -655,7 +603,7 @@ def test_encoder_table_is_the_reference(encoders, name):
     for length, start in [(5, 10), (1, 49), (50, 0)]:
         positions = start + np.arange(length)
         got = _table(loaded, length, start)
-        assert _max_diff(got, _expected(options, positions)) <= TOL
+        assert max_diff(got, _expected(options, positions)) <= TOL
 
 
 @only_tensorflow
@@ -664,9 +612,9 @@ def test_compute_encoder_is_exact_at_negative_and_extreme_positions(encoders):
     loaded, options = encoders["compute"]
     positions = np.array([[-(2**31), -5, 100_000, 2**31 - 1]])
     expected = reference_mp(positions, options["depth"])
-    assert _max_diff(_encode(loaded, positions), expected) <= TOL
+    assert max_diff(encode_positions(loaded, positions), expected) <= TOL
     rows = _table(loaded, 3, -1)
-    assert _max_diff(rows, reference(np.array([-1, 0, 1]), options["depth"])) <= TOL
+    assert max_diff(rows, reference(np.array([-1, 0, 1]), options["depth"])) <= TOL
 
 
 @only_tensorflow
@@ -677,11 +625,11 @@ def test_lookup_encoder_raises_out_of_range_at_runtime(encoders):
     loaded, _ = encoders["lookup"]
     outside = r"out of range for the lookup table of `max_length`=50 rows"
     with pytest.raises(tf.errors.InvalidArgumentError, match=outside):
-        _encode(loaded, [[0, 50]])
+        encode_positions(loaded, [[0, 50]])
     with pytest.raises(tf.errors.InvalidArgumentError, match=outside):
         _table(loaded, 4, 47)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"value for `positions`"):
-        _encode(loaded, [[-1, 3]])
+        encode_positions(loaded, [[-1, 3]])
 
 
 @only_tensorflow
@@ -689,8 +637,11 @@ def test_extend_encoder_computes_rows_past_the_table(encoders):
     # out_of_range="extend": positions past max_length=8 get the exact rows.
     loaded, options = encoders["extend"]
     positions = np.array([[0, 7, 8, 1000]])
-    assert _max_diff(_encode(loaded, positions), _expected(options, positions)) <= TOL
-    assert _max_diff(_table(loaded, 4, 6), _expected(options, 6 + np.arange(4))) <= TOL
+    assert (
+        max_diff(encode_positions(loaded, positions), _expected(options, positions))
+        <= TOL
+    )
+    assert max_diff(_table(loaded, 4, 6), _expected(options, 6 + np.arange(4))) <= TOL
 
 
 @only_tensorflow
@@ -742,19 +693,6 @@ def test_export_encoder_names_the_backend_it_needs(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@only_tensorflow
-def test_export_encoder_replaces_only_when_asked(tmp_path):
-    # An existing encoder is refused without overwrite and replaced with it.
-    path = export_encoder(tmp_path / "encoder", 4)
-    before = _snapshot(tmp_path)
-    with pytest.raises(FileExistsError, match=r"Refusing to replace .*overwrite=True"):
-        export_encoder(path, 6)
-    assert _snapshot(tmp_path) == before
-    export_encoder(path, 6, overwrite=True)
-    assert _encode(_tf().saved_model.load(path), [[1]]).shape == (1, 1, 6)
-    assert os.listdir(tmp_path) == ["encoder"]
-
-
 # -- compilers and engines ------------------------------------------------------------
 
 jit_backends = pytest.mark.skipif(
@@ -770,7 +708,7 @@ def test_jit_compiled_predict_equals_eager(mode):
     model = _model(mode)
     model.compile(jit_compile=True)
     x = random_inputs(4, 12)
-    assert _max_diff(model.predict(x, verbose=0), to_numpy(model(x))) <= SAME
+    assert max_diff(model.predict(x, verbose=0), to_numpy(model(x))) <= SAME
 
 
 @jit_backends
@@ -786,7 +724,7 @@ def test_jit_compiled_fit_step_equals_eager(mode):
     eager.train_on_batch(x, y)
     compiled.train_on_batch(x, y)
     for a, b in zip(eager.get_weights(), compiled.get_weights(), strict=True):
-        assert _max_diff(a, b) <= SAME
+        assert max_diff(a, b) <= SAME
 
 
 # Fits under MirroredStrategy on two logical CPUs (set before TF starts) a
@@ -833,7 +771,9 @@ _MIRRORED = textwrap.dedent(
 def test_mirrored_strategy_fit_then_export(tmp_path, record_property):
     # Two replicas fit a model with both modes, export it, and the reload
     # matches predict within 1e-6.
-    process = _python(_MIRRORED, tmp_path, env=_env(legacy=LEGACY), cwd=tmp_path)
+    process = _python(
+        _MIRRORED, tmp_path, env=subprocess_env(legacy=LEGACY), cwd=tmp_path
+    )
     found = json.loads(_finish(process).strip().splitlines()[-1])
     record_property("found", found)
     assert found["replicas"] == 2, found
@@ -868,9 +808,9 @@ def test_tflite_builtins_only(mode, length):
         interpreter.set_tensor(inp["index"], x)
         interpreter.invoke()
         got = interpreter.get_tensor(out["index"])
-        assert _max_diff(got, to_numpy(layer(x, start_index=100))) <= 2e-7
+        assert max_diff(got, to_numpy(layer(x, start_index=100))) <= 2e-7
         expected = np.broadcast_to(reference(100 + np.arange(n), 8), got.shape)
-        assert _max_diff(got, expected) <= TOL
+        assert max_diff(got, expected) <= TOL
 
 
 # Fits and predicts a model holding both modes under
@@ -921,7 +861,7 @@ _DATA_PARALLEL = textwrap.dedent(
 def test_jax_data_parallel_fit_and_predict_equal_one_device(tmp_path, record_property):
     # Two host devices (XLA_FLAGS before JAX starts): fit then predict give
     # the one-device outputs and weights within 1e-6.
-    env = _env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = subprocess_env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
     found = json.loads(
         _finish(_python(_DATA_PARALLEL, env=env, cwd=tmp_path)).strip().splitlines()[-1]
     )

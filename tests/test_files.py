@@ -2,7 +2,7 @@
 
 First `keras_posenc/_files.py` on its own (names, refusals, renames, locks,
 recovery after kills, writers in other pid namespaces), then what
-`export_saved_model` may do to a user's files end to end.
+`export_saved_model` and `export_encoder` may do to a user's files end to end.
 """
 
 import errno
@@ -19,14 +19,24 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, keras, random_inputs, to_numpy
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    encode_positions,
+    keras,
+    max_diff,
+    only_tensorflow,
+    random_inputs,
+    serve,
+    to_numpy,
+)
 
 from keras_posenc import (
     SinusoidalPositionEncoding,
     _files,
     _renames,
+    export_encoder,
     export_saved_model,
 )
 from keras_posenc.export import EXPORT_BACKENDS
@@ -1001,22 +1011,6 @@ def _model(mode="compute", seed=0):
     return keras.Model(inputs, head(encoding(inputs)))
 
 
-def _serve(path, x):
-    """Runs the `serving_default` signature of the SavedModel at `path`."""
-    import tensorflow as tf
-
-    serve = tf.saved_model.load(os.fspath(path)).signatures["serving_default"]
-    (name,) = serve.structured_input_signature[1]
-    (out,) = serve(**{name: tf.constant(x)}).values()
-    return out.numpy()
-
-
-def _max_diff(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return float(np.abs(a.astype(np.float64) - b).max())
-
-
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     """Per mode: a model and its export_saved_model SavedModel."""
@@ -1202,8 +1196,8 @@ def test_overwrite_replaces_an_export_without_a_gap(tmp_path, exports):
     if _renames.exchange_supported(tmp_path):  # else two renames: a short gap
         assert not missing
     x = random_inputs(2, 9)
-    assert _max_diff(_serve(path, x), to_numpy(new_model(x))) <= SAME
-    assert _max_diff(to_numpy(new_model(x)), to_numpy(old_model(x))) > 1e-3
+    assert max_diff(serve(path, x), to_numpy(new_model(x))) <= SAME
+    assert max_diff(to_numpy(new_model(x)), to_numpy(old_model(x))) > 1e-3
     assert os.listdir(tmp_path) == ["export"]
 
 
@@ -1232,7 +1226,7 @@ def test_failed_overwrite_keeps_the_old_export(tmp_path, exports, monkeypatch):
     monkeypatch.undo()
     assert _snapshot(tmp_path) == before
     x = random_inputs(1, 5)
-    assert _max_diff(_serve(path, x), to_numpy(model(x))) <= SAME
+    assert max_diff(serve(path, x), to_numpy(model(x))) <= SAME
 
 
 @exporting
@@ -1261,5 +1255,23 @@ def test_export_publishes_a_230_character_name(tmp_path, exports):
     model = exports["compute"][0]
     path = export_saved_model(model, tmp_path / ("e" * 230))
     x = random_inputs(1, 5)
-    assert _max_diff(_serve(path, x), to_numpy(model(x))) <= SAME
+    assert max_diff(serve(path, x), to_numpy(model(x))) <= SAME
     assert os.listdir(tmp_path) == ["e" * 230]
+
+
+# export_encoder on a user's files
+
+
+@only_tensorflow
+def test_export_encoder_replaces_only_when_asked(tmp_path):
+    # An existing encoder is refused without overwrite and replaced with it.
+    import tensorflow as tf
+
+    path = export_encoder(tmp_path / "encoder", 4)
+    before = _snapshot(tmp_path)
+    with pytest.raises(FileExistsError, match=r"Refusing to replace .*overwrite=True"):
+        export_encoder(path, 6)
+    assert _snapshot(tmp_path) == before
+    export_encoder(path, 6, overwrite=True)
+    assert encode_positions(tf.saved_model.load(path), [[1]]).shape == (1, 1, 6)
+    assert os.listdir(tmp_path) == ["encoder"]

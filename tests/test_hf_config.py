@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from _helpers import to_numpy
+from _helpers import LLAMA3, to_numpy
 
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
 
@@ -155,29 +155,22 @@ def test_path_to_config_json_and_to_its_directory(tmp_path):
 def test_old_and_new_keys_agree():
     # transformers < 5 (rope_scaling + rope_theta, legacy `type`) and 5
     # (rope_parameters holding rope_theta) configs give the same layer.
-    llama3 = {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    }
     base = {
         "hidden_size": 256,
         "num_attention_heads": 2,
         "max_position_embeddings": 131072,
     }
-    legacy = {"type": "llama3", **{k: v for k, v in llama3.items() if k != "rope_type"}}
+    legacy = {"type": "llama3", **{k: v for k, v in LLAMA3.items() if k != "rope_type"}}
     layers = [
-        RotaryEmbedding.from_hf_config(dict(base, rope_theta=5e5, rope_scaling=llama3)),
+        RotaryEmbedding.from_hf_config(dict(base, rope_theta=5e5, rope_scaling=LLAMA3)),
         RotaryEmbedding.from_hf_config(
-            dict(base, rope_parameters=dict(llama3, rope_theta=5e5))
+            dict(base, rope_parameters=dict(LLAMA3, rope_theta=5e5))
         ),
         RotaryEmbedding.from_hf_config(dict(base, rope_theta=5e5, rope_scaling=legacy)),
     ]
     assert _arguments(layers[0]) == _arguments(layers[1]) == _arguments(layers[2])
     assert layers[0].max_wavelength == 5e5 and layers[0].rotary_dim == 128
-    assert layers[0].rope_scaling == llama3
+    assert layers[0].rope_scaling == LLAMA3
 
 
 def test_partial_rotary_factor_at_top_level_or_in_rope_parameters():

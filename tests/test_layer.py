@@ -1,4 +1,4 @@
-"""`SinusoidalPositionEncoding` on every backend: behaviours, values, errors.
+"""`SinusoidalPositionEncoding` (`keras_posenc.layer`): behaviours, values, errors.
 
 Runs under KERAS_BACKEND=tensorflow, jax and torch, and under tf-keras
 (TF_USE_LEGACY_KERAS=1). Values are checked against the float64 and mpmath
@@ -8,17 +8,22 @@ Shapes are small and shared between tests: JAX compiles once per shape.
 
 import json
 import math
+import time
+import zipfile
 
 import ml_dtypes
 import numpy as np
 import pytest
 from _helpers import (
     BACKEND,
+    FAST,
     LAYOUTS,
     MODES,
+    TABLE_MESSAGE,
     TOL,
     keras,
     keras3_only,
+    only_jax,
     only_tensorflow,
     random_inputs,
     reference,
@@ -32,7 +37,6 @@ from keras.backend import standardize_dtype
 
 from keras_posenc import SinusoidalPositionEncoding
 
-only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
 only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch only")
 
 # The shape most tests share (JAX compiles the engine once per shape).
@@ -826,6 +830,12 @@ def test_float_tensor_start_index_is_rejected():
         SinusoidalPositionEncoding()(_x(), start_index=start)
 
 
+def test_layout_array_is_refused_not_compared_per_item():
+    # An array where a string is expected is refused, not compared per item.
+    with pytest.raises(ValueError, match=r"`layout`, expected one of"):
+        SinusoidalPositionEncoding(layout=np.array(["interleaved", "concatenated"]))
+
+
 @only_tensorflow
 def test_tf_function_offsets_for_the_wrong_batch_fail_at_trace_time():
     # [3] offsets for a batch of 2 in a tf.function with static shapes.
@@ -878,6 +888,58 @@ def test_ragged_and_sparse_inputs_are_rejected(kind):
     )
     with pytest.raises(ValueError, match=r"`inputs`, expected a dense tensor"):
         SinusoidalPositionEncoding()(x)
+
+
+# -- untrusted table sizes ------------------------------------------------
+
+
+def test_huge_lookup_table_is_refused_at_construction():
+    # 2**22 rows at depth 512 (8 GiB) is refused before any allocation.
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=TABLE_MESSAGE) as error:
+        SinusoidalPositionEncoding(mode="lookup", max_length=2**22, depth=512)
+    assert time.perf_counter() - start < FAST
+    assert "needs 8589936640 bytes at depth 512" in str(error.value)
+
+
+def test_huge_lookup_table_is_refused_at_build():
+    # With the depth inferred from the inputs, the refusal comes in build.
+    layer = SinusoidalPositionEncoding(mode="lookup", max_length=2**22)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=TABLE_MESSAGE):
+        layer.build((None, None, 512))
+    assert time.perf_counter() - start < FAST
+
+
+def _model_file(tmp_path, depth):
+    """A saved model with a small lookup table, and its edited twin."""
+    inputs = keras.Input((None, 16))
+    layer = SinusoidalPositionEncoding(mode="lookup", max_length=32, depth=depth)
+    path, bad = tmp_path / "small.keras", tmp_path / "huge.keras"
+    keras.Model(inputs, layer(inputs)).save(path)
+    with zipfile.ZipFile(path) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    config = files["config.json"].decode()
+    assert config.count('"max_length": 32') == 1
+    files["config.json"] = config.replace('"max_length": 32', f'"max_length": {2**26}')
+    json.loads(files["config.json"])
+    with zipfile.ZipFile(bad, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path, bad
+
+
+@pytest.mark.parametrize("depth", [16, None], ids=["depth-in-config", "depth-inferred"])
+def test_keras_file_with_a_huge_table_fails_at_load(tmp_path, depth):
+    # A .keras file whose config asks for 2**26 rows fails in load_model
+    # (safe_mode=True), before allocating, with the max_length message.
+    good, bad = _model_file(tmp_path, depth)
+    assert keras.saving.load_model(good, safe_mode=True) is not None
+    start = time.perf_counter()
+    # Keras 3 wraps the layer's ValueError in a TypeError with its text.
+    with pytest.raises((ValueError, TypeError), match=TABLE_MESSAGE):
+        keras.saving.load_model(bad, safe_mode=True)
+    assert time.perf_counter() - start < FAST
 
 
 # -- property ---------------------------------------------------------------

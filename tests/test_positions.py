@@ -1,14 +1,27 @@
 """Positions parsed once (`keras_posenc._positions`), through every entry point.
 
-Integers are checked against the int32 range before any cast, wherever they
-come from; a value known now raises a `ValueError` naming the argument, a
-traced one fails the run-time guard (a graph assertion, NaN rows under XLA
-and `jax.jit`). Each claim holds for both layers on every backend.
+`start_index`, `positions` and sizes (`length`, `batch_size`) of any integer
+type are checked against the int32 range before any cast, wherever they come
+from: a value known now raises a `ValueError` naming the argument and echoing
+it, never the rows of a wrapped position. (What a traced value that fails
+the checks does is the guard's policy: tests/test_backend.py.)
 """
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, keras, reference, to_numpy
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    TOL,
+    keras,
+    only_jax,
+    only_tensorflow,
+    reference,
+    reference_mp,
+    tensor_of,
+    to_numpy,
+    traced,
+)
 
 import keras_posenc
 
@@ -17,6 +30,9 @@ LAYERS = [
     pytest.param(lambda: keras_posenc.RotaryEmbedding(), id="rotary"),
 ]
 WIDE = 2**32 + 3  # wraps to 3 in int32: exactly the rows of position 3
+needs_int64 = pytest.mark.skipif(
+    BACKEND == "jax", reason="JAX without x64 cannot hold an int64 tensor"
+)
 
 
 def _inputs(length=4, batch=2):
@@ -71,31 +87,20 @@ def test_traced_out_of_range_start_index_gives_nan_rows_under_jax_jit(make_layer
     assert np.isnan(to_numpy(out)).all()
 
 
-def _traced(fn, jit_compile=False):
-    """`fn` as a TF function (on TensorFlow) or under `jax.jit` (on JAX)."""
-    if BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, jit_compile=jit_compile, autograph=False)
-    import jax
-
-    return jax.jit(fn)
-
-
 @pytest.mark.skipif(BACKEND == "torch", reason="no traced start on torch")
 @pytest.mark.parametrize("make_layer", LAYERS)
 def test_empty_sequence_with_a_traced_start_index_is_empty(make_layer):
     # A static length of 0 needs no rows, whatever the traced start: the
     # empty output, as in eager mode (was an AttributeError).
     layer = make_layer()
-    out = _traced(lambda x, s: layer(x, start_index=s))(_inputs(length=0), 5)
+    out = traced(lambda x, s: layer(x, start_index=s))(_inputs(length=0), 5)
     assert tuple(out.shape) == (2, 0, 8)
 
 
 @pytest.mark.skipif(BACKEND == "torch", reason="no traced start on torch")
 def test_sinusoidal_table_of_zero_rows_with_a_traced_start_is_empty():
     # The table function takes the same path: shape (0, depth), no error.
-    out = _traced(lambda s: keras_posenc.sinusoidal_table(0, 8, start_index=s))(5)
+    out = traced(lambda s: keras_posenc.sinusoidal_table(0, 8, start_index=s))(5)
     assert tuple(out.shape) == (0, 8)
 
 
@@ -146,3 +151,106 @@ def test_eager_jax_compilations_level_off_for_new_lengths():
 
     seen = call_lengths([1, 64, 65, 128, 129, 256, 257, 300])
     assert call_lengths(range(2, 300, 11)) == seen
+
+
+def test_start_index_2_31_raises_instead_of_wrapping_to_minus_2_31():
+    # 2**31 would wrap to -2**31 in int32: a valid-looking row of -2**31.
+    with pytest.raises(ValueError, match=r"`start_index`.*start_index=2147483648$"):
+        keras_posenc.sinusoidal_table(4, 8, start_index=2**31)
+
+
+def test_start_index_2_32_plus_3_raises_instead_of_wrapping_to_3():
+    # 2**32 + 3 would wrap to 3: exactly the rows of position 3.
+    with pytest.raises(ValueError, match=r"`start_index`.*start_index=4294967299$"):
+        keras_posenc.sinusoidal_table(4, 8, start_index=2**32 + 3)
+
+
+@needs_int64
+def test_int64_tensor_start_index_raises():
+    # An int64 tensor 2**32 + 7 is checked before its int32 cast.
+    start = tensor_of(2**32 + 7, "int64")
+    with pytest.raises(ValueError, match=r"`start_index`.*start_index=4294967303$"):
+        keras_posenc.sinusoidal_table(4, 8, start_index=start)
+
+
+@needs_int64
+def test_int64_tensor_length_raises():
+    # An int64 length 2**32 + 5 would give 5 rows: it raises, naming `length`.
+    length = tensor_of(2**32 + 5, "int64")
+    with pytest.raises(ValueError, match=r"`length`.*Received: length=4294967301$"):
+        keras_posenc.sinusoidal_table(length, 8)
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("start_index", np.uint32(2**32 - 1)),
+        ("start_index", np.uint32(2**31)),
+        ("start_index", np.uint64(2**63 + 5)),
+        ("start_index", np.int64(2**40)),
+        ("length", np.uint32(2**31)),
+        ("length", np.uint64(2**32 + 5)),
+        ("length", np.int64(-1)),
+    ],
+)
+def test_numpy_unsigned_and_wide_values_raise(name, value):
+    # numpy scalars of every width are range-checked as the numbers they are.
+    args = {"length": 4, "start_index": 0} | {name: value}
+    with pytest.raises(ValueError, match=rf"`{name}`.*Received: {name}={int(value)}$"):
+        keras_posenc.sinusoidal_table(args.pop("length"), 8, **args)
+
+
+@pytest.mark.parametrize(
+    "dtype, value",
+    [
+        pytest.param("uint32", 2**32 - 1, id="uint32"),
+        pytest.param(
+            "uint64",
+            2**63,
+            id="uint64",
+            marks=pytest.mark.skipif(
+                BACKEND != "tensorflow", reason="uint64 tensors: TensorFlow only"
+            ),
+        ),
+    ],
+)
+def test_unsigned_tensor_start_index_raises(dtype, value):
+    # Unsigned tensors do not wrap to negative (or zero) int32 positions.
+    with pytest.raises(ValueError, match=rf"`start_index`.*start_index={value}$"):
+        keras_posenc.sinusoidal_table(4, 8, start_index=tensor_of(value, dtype))
+
+
+def test_float_tensor_start_index_echoes_its_value():
+    # A float tensor shows its number, not `<tensor ...>`.
+    with pytest.raises(ValueError, match=r"`start_index`.*Received: start_index=2\.7"):
+        keras_posenc.sinusoidal_table(4, 8, start_index=tensor_of(2.7, "float32"))
+
+
+@only_tensorflow
+def test_tf_function_valid_int64_values_are_exact():
+    # The checks pass valid int64 values through unchanged.
+    import tensorflow as tf
+
+    table = traced(lambda s: keras_posenc.sinusoidal_table(4, 8, start_index=s))(
+        tf.constant(2**31 - 4, tf.int64)
+    )
+    want = reference_mp(2**31 - 4 + np.arange(4), 8)
+    np.testing.assert_allclose(table.numpy(), want, rtol=0, atol=TOL)
+
+
+@only_jax
+def test_jax_jit_traced_length_is_a_clear_error():
+    # JAX shapes are static: a traced length is refused by name.
+    import jax
+
+    with pytest.raises(ValueError, match=r"`length`.*static"):
+        jax.jit(lambda n: keras_posenc.sinusoidal_table(n, 8))(np.int32(4))
+
+
+@only_jax
+def test_jax_jit_traced_batch_size_is_a_clear_error():
+    # The same for positional_encoding's batch_size.
+    import jax
+
+    with pytest.raises(ValueError, match=r"`batch_size`.*static"):
+        jax.jit(lambda b: keras_posenc.positional_encoding(b, 3, 4))(np.int32(2))

@@ -1,12 +1,16 @@
-"""`RopeConfig` and the `rope_type` registry: keys, frequencies, factors, errors."""
+"""The RoPE configuration: `_rope_config.RopeConfig` and `_rope_types`' registry.
+
+Keys, frequencies and attention factors per `rope_type`, and every error of
+`RopeConfig.build` (the layer's own arguments are tested in test_rotary.py).
+"""
 
 import json
 import math
 import os
-import re
 
 import numpy as np
 import pytest
+from _helpers import LLAMA3, MROPE, exact
 
 from keras_posenc._rope_config import MAX_ROTARY_DIM, RopeConfig
 from keras_posenc._rope_types import KEYS, REGISTRY
@@ -24,13 +28,6 @@ DYNAMIC = {
     "original_max_position_embeddings": 64,
 }
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
-LLAMA3 = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 LONGROPE = {
     "rope_type": "longrope",
     "short_factor": [1.0, 1.5],
@@ -39,14 +36,9 @@ LONGROPE = {
     "factor": 2.0,
 }
 PROPORTIONAL = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
-MROPE = {"rope_type": "default", "mrope_section": [1, 1, 2]}
 ONE_OF_EACH = [None, LINEAR, DYNAMIC, YARN, LLAMA3, LONGROPE, PROPORTIONAL, MROPE]
 ONE_OF_EACH_IDS = ["none", "linear", "dynamic", "yarn", "llama3", "longrope"]
 ONE_OF_EACH_IDS += ["proportional", "mrope"]
-
-
-def _exact(message):
-    return "^" + re.escape(message) + "$"
 
 
 def _as_rope_scaling(case):
@@ -256,7 +248,7 @@ def test_no_sections_no_rows():
     [
         (
             {"rope_type": "linear"},
-            _exact(
+            exact(
                 "Received an invalid value for `rope_scaling`, expected a 'factor' "
                 "key for rope_type='linear'. Received: rope_scaling="
                 "{'rope_type': 'linear'}"
@@ -533,7 +525,7 @@ def test_given_frequency_count_must_match_rotary_dim():
     [
         (
             63,
-            _exact(
+            exact(
                 "Received an invalid value for `rotary_dim`, expected a positive "
                 "even integer. Received: rotary_dim=63"
             ),
@@ -542,7 +534,7 @@ def test_given_frequency_count_must_match_rotary_dim():
         (4.0, r"`rotary_dim`, expected a positive even integer"),
         (
             MAX_ROTARY_DIM + 2,
-            _exact(
+            exact(
                 "Received an invalid value for `rotary_dim`, expected a positive "
                 f"even integer <= 65536. Received: rotary_dim={MAX_ROTARY_DIM + 2}"
             ),

@@ -1,13 +1,26 @@
-"""`RotaryEmbedding`, `rotary_cos_sin`, `apply_rotary`: HF goldens, exactness,
-multimodal sections, decoding, export."""
+"""`keras_posenc.rotary`: `RotaryEmbedding`, `rotary_cos_sin`, `apply_rotary`.
+
+HF goldens, exactness, multimodal sections, decoding, export, and errors in
+the layer's own arguments and inputs (axes, `rotary_dim` against the input
+width, dtypes); the RoPE configuration's errors are in test_rope_config.py.
+"""
 
 import json
 import os
-import re
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, keras, only_tensorflow, to_numpy
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    LLAMA3,
+    MROPE,
+    TOL,
+    exact,
+    keras,
+    only_tensorflow,
+    to_numpy,
+)
 from keras import backend as keras_backend
 from keras import ops
 
@@ -272,18 +285,6 @@ def test_golden_q_rotated_matches_hf(case):
     angles = g["positions"][:, None] * g["inv_freq"].astype(np.float64)
     want = _rotate64(g["q"], angles, factor=factor)
     np.testing.assert_allclose(out, want, rtol=0, atol=_rotation_tol(g["q"], factor))
-
-
-# -- Hugging Face configs --------------------------------------------------------
-
-MROPE = {"rope_type": "default", "mrope_section": [1, 1, 2]}
-LLAMA3 = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 
 
 # -- precision to 2**31 ----------------------------------------------------------------
@@ -617,12 +618,10 @@ def test_zero_features_are_refused():
 def test_rotary_cos_sin_dim_is_bounded():
     with pytest.raises(
         ValueError,
-        match="^"
-        + re.escape(
+        match=exact(
             "Received an invalid value for `dim`, expected a positive even integer "
             "<= 65536. Received: dim=131072"
-        )
-        + "$",
+        ),
     ):
         rotary_cos_sin(np.arange(2), 2**17)
 
@@ -670,10 +669,6 @@ def test_keras_file_round_trip(tmp_path):
 
 
 # -- errors ----------------------------------------------------------------------
-
-
-def _exact(message):
-    return "^" + re.escape(message) + "$"
 
 
 @pytest.mark.parametrize(

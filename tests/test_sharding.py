@@ -11,15 +11,13 @@ reach the rest of the suite); the tests read its JSON report.
 """
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from _helpers import BACKEND
+from _helpers import BACKEND, subprocess_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVICES = 2
 LAYERS = ["SinusoidalPositionEncoding", "RotaryEmbedding"]
 
@@ -141,16 +139,8 @@ _SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def sharded():
     """The subprocess's report: {way: {case: result}}."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("KERAS_BACKEND", "TF_USE_LEGACY_KERAS", "XLA_FLAGS")
-    }
-    env.update(
-        KERAS_BACKEND="jax",
-        TF_CPP_MIN_LOG_LEVEL="3",
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}",
-        PYTHONPATH=os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")])),
+    env = subprocess_env(
+        "jax", XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}"
     )
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT],

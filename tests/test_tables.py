@@ -1,8 +1,9 @@
-"""`frequencies`, `sinusoidal_table` and `positional_encoding` on every backend.
+"""The table functions (`keras_posenc.tables`) on every backend.
 
-Values are checked against the float64 formula of `_helpers.reference`
-(positions below 2**24, where float64 angles are exact to ~1e-9) and
-against hand-computed goldens.
+`frequencies`, `sinusoidal_table` and `positional_encoding`: values against
+the float64 formula of `_helpers.reference` (positions below 2**24, where
+float64 angles are exact to ~1e-9) and hand-computed goldens; each bad
+argument is one `ValueError` naming it and echoing its value.
 """
 
 import configparser
@@ -11,7 +12,15 @@ import pathlib
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LAYOUTS, TOL, only_tensorflow, reference, to_numpy
+from _helpers import (
+    BACKEND,
+    LAYOUTS,
+    TOL,
+    only_tensorflow,
+    reference,
+    tensor_of,
+    to_numpy,
+)
 from keras import backend, ops
 
 import keras_posenc
@@ -257,6 +266,64 @@ def test_bad_batch_size():
     # batch_size must be a positive int.
     with pytest.raises(ValueError, match=r"`batch_size`.*Received: batch_size=0"):
         keras_posenc.positional_encoding(0, 4, 4)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"length": None}, r"`length`.*Received: length=None$"),
+        ({"length": 2**63}, r"`length`.*Received: length=9223372036854775808$"),
+        ({"start_index": None}, r"`start_index`.*Received: start_index=None$"),
+        (
+            {"start_index": 2**63},
+            r"`start_index`.*Received: start_index=9223372036854775808$",
+        ),
+        ({"max_wavelength": 10**400}, r"`max_wavelength`.*max_wavelength=10{400}$"),
+        (
+            {"layout": np.array(["interleaved"])},
+            r"`layout`, expected one of \('interleaved', 'concatenated'\)",
+        ),
+        ({"dtype": "int32"}, r"`dtype`, expected a floating dtype.*dtype='int32'$"),
+        ({"start_index": 2.7}, r"`start_index`.*Received: start_index=2\.7$"),
+        ({"depth": "8"}, r"`depth`.*Received: depth='8'$"),
+    ],
+)
+def test_bad_argument_is_one_value_error_naming_it(kwargs, match):
+    # One ValueError, the argument in backticks, the value echoed.
+    args = {"length": 4, "depth": 8} | kwargs
+    with pytest.raises(ValueError, match=match):
+        keras_posenc.sinusoidal_table(args.pop("length"), args.pop("depth"), **args)
+
+
+@pytest.mark.parametrize(
+    "batch_size, shown",
+    [
+        (1.5, "1.5"),
+        (True, "True"),
+        (2**32 + 1, "4294967297"),
+        (0, "0"),
+        (-3, "-3"),
+        (None, "None"),
+    ],
+)
+def test_bad_batch_size_raises_naming_it(batch_size, shown):
+    # Python values: one ValueError naming batch_size, echoing the value.
+    with pytest.raises(
+        ValueError, match=rf"`batch_size`.*Received: batch_size={shown}$"
+    ):
+        keras_posenc.positional_encoding(batch_size, 3, 4)
+
+
+@pytest.mark.parametrize(
+    "value, dtype, shown",
+    [(2.7, "float32", r"2\.7"), (0, "int32", "0"), (2**31, "uint32", "2147483648")],
+)
+def test_bad_batch_size_tensor_raises_naming_it(value, dtype, shown):
+    # Backend tensors: a float, zero, and one past the int32 range.
+    with pytest.raises(
+        ValueError, match=rf"`batch_size`.*Received: batch_size={shown}"
+    ):
+        keras_posenc.positional_encoding(tensor_of(value, dtype), 3, 4)
 
 
 @only_tensorflow

@@ -1,0 +1,58 @@
+"""Scalar argument checks (`keras_posenc._arguments`): bounds and settings.
+
+`MAX_DEPTH` refuses huge depths before any work, and the lookup-table byte
+limit (`check_table_bytes`) follows KERAS_POSENC_MAX_TABLE_BYTES.
+"""
+
+import time
+
+import numpy as np
+import pytest
+from _helpers import FAST, TABLE_MESSAGE, TOL, reference_mp, to_numpy
+
+import keras_posenc
+from keras_posenc import SinusoidalPositionEncoding, _arguments
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: keras_posenc.sinusoidal_table(4, 10**9), id="table"),
+        pytest.param(lambda: keras_posenc.frequencies(10**9), id="frequencies"),
+        pytest.param(lambda: SinusoidalPositionEncoding(depth=10**9), id="layer"),
+    ],
+)
+def test_huge_depth_is_refused_at_once(build):
+    # depth=10**9 is refused before any host work (MAX_DEPTH).
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"`depth`.*<= 65536. Received: depth=10{9}"):
+        build()
+    assert time.perf_counter() - start < FAST
+
+
+def test_table_byte_limit_is_set_by_the_environment(monkeypatch):
+    # KERAS_POSENC_MAX_TABLE_BYTES moves the limit: (max_length + 1) rows of
+    # `depth` float32 values (the extra row is the NaN row).
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(65 * 8 * 4))
+    layer = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    assert layer.max_length == 64
+    with pytest.raises(ValueError, match=TABLE_MESSAGE):
+        SinusoidalPositionEncoding(mode="lookup", max_length=65, depth=8)
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(66 * 8 * 4))
+    layer = SinusoidalPositionEncoding(
+        mode="lookup", max_length=65, depth=8, merge=None
+    )
+    got = layer(np.zeros((1, 65, 1), "float32"))
+    want = reference_mp(np.arange(60, 65), 8)
+    np.testing.assert_allclose(to_numpy(got)[0, 60:], want, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("setting", ["1GB", "-1", "-4096"])
+def test_bad_table_byte_limit_setting_is_a_clear_error(monkeypatch, setting):
+    # A value that is not a byte count (a negative one would refuse every
+    # table) names the variable and echoes the setting.
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, setting)
+    with pytest.raises(
+        ValueError, match=rf"KERAS_POSENC_MAX_TABLE_BYTES must be.*='{setting}'"
+    ):
+        SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)

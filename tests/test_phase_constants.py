@@ -1,0 +1,54 @@
+"""Host constants of the exact engine (`keras_posenc._phase_constants`).
+
+The constants keep enough digits for any `max_wavelength` the checks allow
+(rows within TOL of 40-digit mpmath), and the widest ones are built at once.
+"""
+
+import time
+
+import numpy as np
+import pytest
+from _helpers import TOL, reference_mp, to_numpy
+
+import keras_posenc
+from keras_posenc import SinusoidalPositionEncoding, _arguments, _phase_constants
+
+WAVELENGTHS = [1e-10, 1e-30, 1e-45, 1e-60, 1e-100, 1e-300, 5e-324, 1e30, 1e300]
+
+
+@pytest.mark.parametrize("max_wavelength", WAVELENGTHS)
+def test_extreme_max_wavelength_rows_are_exact(max_wavelength):
+    # Frequencies up to 1e323 rad per position: the constants keep enough
+    # digits, so contiguous rows at both int32 ends stay within TOL.
+    depth = 64
+    for start in (2**31 - 8, -(2**31), 12345):
+        table = keras_posenc.sinusoidal_table(
+            8, depth, start_index=start, max_wavelength=max_wavelength
+        )
+        want = reference_mp(start + np.arange(8), depth, max_wavelength)
+        np.testing.assert_allclose(to_numpy(table), want, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("max_wavelength", WAVELENGTHS)
+def test_extreme_max_wavelength_explicit_positions_are_exact(max_wavelength):
+    # The same through explicit positions (coarse + fine rows per position).
+    depth = 64
+    positions = np.array([[0, 1, 63, 64, 4097, 2**24 + 1, 2**31 - 1, -(2**31), -7]])
+    layer = SinusoidalPositionEncoding(
+        max_wavelength=max_wavelength, merge=None, depth=depth
+    )
+    got = layer(np.zeros((1, positions.shape[1], 1), "float32"), positions=positions)
+    want = reference_mp(positions[0], depth, max_wavelength)
+    np.testing.assert_allclose(to_numpy(got)[0], want, rtol=0, atol=TOL)
+
+
+def test_widest_host_constants_are_computed_quickly():
+    # The worst case the checks allow (depth 65536, the smallest base) took
+    # 60 s with per-frequency decimal powers; bounded loosely (~2 s here).
+    start = time.perf_counter()
+    constants = _phase_constants.phase_constants(
+        _phase_constants.sinusoidal_turns(_arguments.MAX_DEPTH, 1e-300),
+        *_phase_constants.sinusoidal_columns(_arguments.MAX_DEPTH, "interleaved"),
+    )
+    assert constants.width == _arguments.MAX_DEPTH
+    assert time.perf_counter() - start < 20.0
