@@ -6,7 +6,7 @@ decoding cache (a block of rows kept by the shared encoder) included.
 
 import numpy as np
 import pytest
-from _helpers import TOL, reference, to_numpy
+from _helpers import BACKEND, TOL, reference, to_numpy
 
 import keras_posenc
 from keras_posenc import _engine
@@ -96,3 +96,32 @@ def test_rotary_prompt_rows_equal_explicit_positions_bit_for_bit():
     explicit = to_numpy(layer(x, positions=np.arange(4000, 4700)))
     np.testing.assert_array_equal(span, explicit)
     np.testing.assert_array_equal(again, span)
+
+
+@pytest.mark.parametrize(
+    "start, match",
+    [
+        (np.int64(2**32 + 3), "start_index"),  # would wrap to 3 as int32
+        (np.int64(-(2**31) - 1), "start_index"),
+        (2**31 - 100, "start_index \\+ length <= 2\\*\\*31"),
+    ],
+)
+def test_a_prompt_at_positions_out_of_range_is_refused_not_kept(start, match):
+    # The kept-prompt path reads positions only after they were checked: an
+    # int64 start that would wrap, or a span past 2**31, is a ValueError
+    # naming start_index, on every backend, never rows of wrapped positions.
+    x = np.zeros((1, 200, DEPTH), "float32")
+    with pytest.raises(ValueError, match=match):
+        _encoding()(x, start_index=start)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit")
+def test_a_traced_prompt_start_out_of_range_gives_nan_rows_under_jit():
+    # Under jax.jit nothing is kept: a traced start that cannot be encoded
+    # gives NaN rows (the failure policy), never finite rows.
+    import jax
+
+    layer = _encoding()
+    x = np.zeros((1, 200, DEPTH), "float32")
+    rows = jax.jit(lambda s: layer(x, start_index=s))(np.int32(2**31 - 100))
+    assert np.isnan(to_numpy(rows)).all()
