@@ -135,8 +135,8 @@ class Encoder:
 
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
-        # (base, rows, steps, count) of the block that `block` last computed.
-        self._block: tuple[int, Any, list, int] | None = None
+        # (base, rows, steps) of the block that `block` last computed.
+        self._block: tuple[int, Any, list] | None = None
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )
@@ -186,12 +186,12 @@ class Encoder:
         `keeps`.
         """
         block = self._block
-        if block is None or not block[0] <= first < end <= block[0] + block[3]:
+        if block is None or not block[0] <= first < end <= block[0] + len(block[1]):
             block = self._block = self._keep(first, end)
-        return block[:3]
+        return block
 
     def _keep(self, first, end):
-        """``(base, rows, steps, count)`` of the block `block` keeps next."""
+        """``(base, rows, steps)`` of the block `block` keeps next."""
         short = end - first <= FINE_ROWS
         count = 2 * FINE_ROWS if short else end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
@@ -199,8 +199,8 @@ class Encoder:
             start = ops.convert_to_tensor(base, "int32")
             if short:
                 rows = self._range(start, count)
-                return base, rows, ops.unstack(rows[:, None], axis=0), count
-            return base, self.rows(start, count), [], count
+                return base, rows, ops.unstack(rows[:, None], axis=0)
+            return base, self.rows(start, count), []
 
     def keeps(self, first, end):
         """Whether `block` serves ``[first, end)``: at most `KEPT_VALUES` values."""
