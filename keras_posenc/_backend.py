@@ -85,24 +85,33 @@ def materialize(*tables):
     """The tensors, computed once per call under XLA too.
 
     XLA would fuse the engine into the output loop and redo it for every
-    batch row and head (14x slower on JAX). It strips optimization barriers
-    on CPU, but never fuses a scatter into its consumers: the tables are
-    scattered (exactly) into a zero buffer. A one-row scatter is turned into
-    a copy and fused again, which would change the rounding (FMAs) of a
-    decoding step: it gets two rows.
+    batch row and head (14x slower on JAX), and it strips optimization
+    barriers on CPU. It never fuses across a conditional, so the tables
+    leave one: as they are when their first value is a number, else (a
+    NaN row from a failed guard) through `_scattered`, the same values by
+    another route. That branch keeps XLA from proving the conditional
+    trivial: it turns a conditional of cheap element-wise branches into a
+    select, and fuses it. (A scatter alone also stops fusion, but loops
+    over rows: RoPE's tables cost 4x more under `jax.jit`.)
     """
     if not in_xla():
         return tables
+    probe = ops.reshape(tables[0], (-1,))[:1]
+    return ops.cond(
+        ops.all(ops.equal(probe, probe)),
+        lambda: tables,
+        lambda: tuple(_scattered(t) for t in tables),
+    )
 
-    def scatter(t):
-        length = t.shape[0]  # None (TF) or symbolic (jax2tf) when dynamic
-        rows = t if isinstance(length, int) and length > 1 else ops.concatenate([t, t])
-        count = ops.shape(rows)[0]
-        index = ops.expand_dims(ops.arange(count, dtype="int32"), -1)
-        out = ops.scatter_update(ops.zeros_like(rows), index, rows)
-        return out if rows is t else out[: ops.shape(t)[0]]
 
-    return tuple(scatter(t) for t in tables)
+def _scattered(t):
+    """`t` scattered (exactly) into a zero buffer: a copy XLA does not fuse."""
+    length = t.shape[0]  # None (TF) or symbolic (jax2tf) when dynamic
+    rows = t if isinstance(length, int) and length > 1 else ops.concatenate([t, t])
+    count = ops.shape(rows)[0]
+    index = ops.expand_dims(ops.arange(count, dtype="int32"), -1)
+    out = ops.scatter_update(ops.zeros_like(rows), index, rows)
+    return out if rows is t else out[: ops.shape(t)[0]]
 
 
 def not_autograph(fn):

@@ -1,13 +1,15 @@
-"""The failure policy of `keras_posenc._backend.guard` for traced values.
+"""`keras_posenc._backend` under compilers: the failure policy and materialized tables.
 
 A value known only when a graph runs trips a TensorFlow graph assertion
 naming the argument; where assertions cannot run (XLA, `jax.jit`) every row
-is NaN, never the rows of a wrapped position.
+is NaN, never the rows of a wrapped position. Under XLA the engine's
+tables are computed once per call, never inside the output loop.
 """
 
 import numpy as np
 import pytest
-from _helpers import only_jax, only_tensorflow, to_numpy, traced
+from _helpers import BACKEND, LEGACY, only_jax, only_tensorflow, to_numpy, traced
+from keras import ops
 
 import keras_posenc
 
@@ -86,3 +88,65 @@ def test_jax_jit_invalid_traced_start_gives_nan_rows(dtype, value):
 
     build = jax.jit(lambda s: keras_posenc.sinusoidal_table(4, 8, start_index=s))
     assert _nan_rows(build(np.array(value, dtype)))
+
+
+# -- materialized tables: the engine runs once per call under XLA ---------------
+
+xla_only = pytest.mark.skipif(
+    BACKEND not in ("jax", "tensorflow"), reason="XLA: JAX or TensorFlow"
+)
+
+
+def _runtime_zero(x):
+    """0 as a run-time value: no compiler can fold the tables into constants."""
+    return ops.cast(ops.reshape(x, (-1,))[0] * 0, "int32")
+
+
+def _rope(positions):
+    layer = keras_posenc.RotaryEmbedding()
+    if positions:
+        return lambda x: layer(x, positions=_runtime_zero(x) + ops.arange(256))
+    return lambda x: layer(x, start_index=_runtime_zero(x))
+
+
+def _sinusoidal(positions):
+    layer = keras_posenc.SinusoidalPositionEncoding()
+    if positions:
+        return lambda x: layer(x, positions=_runtime_zero(x) + ops.arange(256))
+    return lambda x: layer(x, start_index=_runtime_zero(x))
+
+
+@xla_only
+@pytest.mark.parametrize("positions", [False, True], ids=["start", "positions"])
+@pytest.mark.parametrize(
+    "build, shape, most",
+    [(_rope, (2, 256, 4, 64), 20), (_sinusoidal, (2, 256, 64), 80)],
+    ids=["rope", "sinusoidal"],
+)
+def test_xla_output_kernel_holds_no_engine(build, shape, most, positions):
+    # The kernel that writes the output holds the rotation (11 HLO
+    # instructions) or the add of the fine rows (45-55); with the engine
+    # fused into it, redone for every batch row and head, 240 or more.
+    from benchmarks.forward import output_fusion_ops
+
+    x = ops.convert_to_tensor(np.ones(shape, "float32"))
+    assert output_fusion_ops(build(positions), x) <= most
+
+
+@only_jax
+@pytest.mark.skipif(LEGACY, reason="Keras 3 only")
+def test_jax_jit_a_nan_first_row_leaves_the_other_rows_bit_for_bit():
+    # The tables leave XLA's fusion through a conditional on their first
+    # value; a NaN there (a fractional position) takes the other branch,
+    # whose values are the same.
+    import jax
+
+    from keras_posenc import compat
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 8)).astype("float32")
+    layer = compat.RotaryEmbedding()
+    rotate = jax.jit(lambda p: layer(x, positions=p))
+    nan_first = to_numpy(rotate(np.array([[0.5, 1.0, 7.0]], "float32")))[0]
+    valid = to_numpy(rotate(np.array([[0.0, 1.0, 7.0]], "float32")))[0]
+    assert np.isnan(nan_first[0]).all()
+    assert nan_first[1:].tobytes() == valid[1:].tobytes()
