@@ -228,6 +228,21 @@ def guard(x, checks):
     return ops.where(ok, x, float("nan"))
 
 
+def reshape(x, shape):
+    """`ops.reshape`, with the tensor's own reshape for eager torch tensors.
+
+    Keras's flattens its arguments as a pytree before dispatching: about
+    33 us per call on torch, where a RoPE decoding step's whole budget is
+    about 250 us; the tensor's reshape takes about 1 us. Same view, same bits.
+    """
+    if NAME == "torch":
+        import torch
+
+        if isinstance(x, torch.Tensor):
+            return x.reshape(tuple(shape))
+    return ops.reshape(x, shape)
+
+
 def dtype_name(x):
     """The standardized dtype name of a tensor, e.g. ``"int64"``."""
     return backend.standardize_dtype(x.dtype)

@@ -63,10 +63,10 @@ def _swap(x, dim, layout):
     n = dim // 2
     shape = ops.shape(x)
     if layout == "half":
-        pairs = ops.reshape(x, (*shape[:-1], 2, n))
-        return ops.reshape(ops.flip(pairs, axis=-2), shape)
-    pairs = ops.reshape(x, (*shape[:-1], n, 2))
-    return ops.reshape(ops.flip(pairs, axis=-1), shape)
+        pairs = _backend.reshape(x, (*shape[:-1], 2, n))
+        return _backend.reshape(ops.flip(pairs, axis=-2), shape)
+    pairs = _backend.reshape(x, (*shape[:-1], n, 2))
+    return _backend.reshape(ops.flip(pairs, axis=-1), shape)
 
 
 def rotate(x, cos, sin, layout, dim, features):

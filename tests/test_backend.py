@@ -150,3 +150,14 @@ def test_jax_jit_a_nan_first_row_leaves_the_other_rows_bit_for_bit():
     valid = to_numpy(rotate(np.array([[0.0, 1.0, 7.0]], "float32")))[0]
     assert np.isnan(nan_first[0]).all()
     assert nan_first[1:].tobytes() == valid[1:].tobytes()
+
+
+@pytest.mark.parametrize("shape", [(4, 1, 8, 2, 32), (-1,), (32, 64)])
+def test_reshape_matches_numpy_on_tensors_and_arrays(shape):
+    """The backend's own reshape (eager torch) is Keras's: same values, shape."""
+    from keras_posenc import _backend
+
+    values = np.random.default_rng(0).normal(size=(4, 1, 8, 64)).astype("float32")
+    for given in (values, ops.convert_to_tensor(values)):
+        out = _backend.reshape(given, shape)
+        np.testing.assert_array_equal(to_numpy(out), values.reshape(shape))
