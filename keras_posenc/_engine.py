@@ -45,6 +45,9 @@ from keras_posenc._phase_constants import (
 _TWO_PI = 2.0 * np.pi
 # Most values an encoder keeps for eager calls at known positions (32 MiB).
 KEPT_VALUES = 2**23
+# Rows kept for decoding steps: one engine run serves 448 to 512 steps (a
+# run costs about ten steps on eager torch, almost whatever its length).
+STEP_ROWS = 8 * FINE_ROWS
 
 
 def _sincos(q, consts):
@@ -148,6 +151,13 @@ class Encoder:
     def width(self):
         return self.consts.width
 
+    @property
+    def step_rows(self):
+        """Rows of a decoding block: `STEP_ROWS`, fewer for very wide rows
+        (at most `KEPT_VALUES` values), at least 128."""
+        fitting = KEPT_VALUES // self.width // FINE_ROWS * FINE_ROWS
+        return max(2 * FINE_ROWS, min(STEP_ROWS, fitting))
+
     def compiled_count(self):
         """How many shapes the eager entry points are compiled for (JAX)."""
         return sum(
@@ -175,8 +185,8 @@ class Encoder:
         """``(base, rows, steps)``: kept rows from `base`, covering ``[first, end)``.
 
         For eager calls at known positions. Decoding asks for one position
-        per layer and step: the 128 rows from ``64 * floor(first / 64)`` are
-        computed once and kept, so the next steps (and every layer sharing
+        per layer and step: the `step_rows` rows from ``64 * floor(first / 64)``
+        are computed once and kept, so the next steps (and every layer sharing
         this encoder) read them, with the bits of `rows`, without running
         the engine; `steps` holds them one by one (``[1, C]`` each, split in
         one op), so a one-position step costs no op at all (a TF eager slice
@@ -193,13 +203,13 @@ class Encoder:
     def _keep(self, first, end):
         """``(base, rows, steps)`` of the block `block` keeps next."""
         short = end - first <= FINE_ROWS
-        count = 2 * FINE_ROWS if short else end - first + first % FINE_ROWS
+        count = self.step_rows if short else end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():  # concrete under `jax.jit` too
             start = ops.convert_to_tensor(base, "int32")
             if short:
                 rows = self._range(start, count)
-                return base, rows, ops.unstack(rows[:, None], axis=0)
+                return base, rows, _backend.unstack(rows[:, None])
             return base, self.rows(start, count), []
 
     def keeps(self, first, end):

@@ -142,10 +142,10 @@ def step_rotation(layout, dim, features):
 
 
 class StepTables:
-    """cos and signed sin of the current 128-position block, for decoding.
+    """cos and signed sin of the encoder's current decoding block.
 
     A decoding step (eager, at most 64 known positions) reads slices of
-    tables kept in the rotation's broadcast shape ``[128, 1, ..., dim]``
+    tables kept in the rotation's broadcast shape ``[rows, 1, ..., dim]``
     (`trailing` ones, for the axes between the sequence and the features):
     two slices per call instead of building tables. The values are those
     `cos_sin` gives for the same rows, so the bits are the full call's.
@@ -154,24 +154,34 @@ class StepTables:
     def __init__(self, encoder, dim, attention, layout, trailing):
         self.encoder = encoder
         self.dim, self.attention, self.layout = dim, attention, layout
-        self.shape = (2 * FINE_ROWS, *([1] * trailing), dim)
+        self.trailing = trailing
         self._cached: tuple[int, Any, Any, list] | None = None  # base, cos, sin, steps
 
     def __call__(self, first, end):
         cached = self._cached
-        if cached is None or not cached[0] <= first < end <= cached[0] + 2 * FINE_ROWS:
-            base, rows, _ = self.encoder.block(first, end)
-            with _backend.eager_scope():
-                tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
-                cos, sin = (ops.reshape(t, self.shape) for t in tables)
-                # One position per step: split once, read without an op.
-                split = [ops.unstack(t[:, None], axis=0) for t in (cos, sin)]
-                steps = list(zip(*split, strict=True))
-            self._cached = cached = (base, cos, sin, steps)
+        if cached is None or not cached[0] <= first < end <= cached[0] + len(cached[3]):
+            self._cached = cached = self._keep(first, end)
         base, cos, sin, steps = cached
         if end - first == 1:
             return steps[first - base]
         return cos[first - base : end - base], sin[first - base : end - base]
+
+    def _keep(self, first, end):
+        """``(base, cos, sin, steps)`` from the encoder's kept rows.
+
+        Those may be a kept prompt's: a block of at most `step_rows` rows
+        from ``64 * floor(first / 64)`` is taken from them.
+        """
+        base, rows, _ = self.encoder.block(first, end)
+        start = max(base, first - first % FINE_ROWS)
+        with _backend.eager_scope():
+            rows = rows[start - base : start - base + self.encoder.step_rows]
+            tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
+            shape = (ops.shape(rows)[0], *([1] * self.trailing), self.dim)
+            cos, sin = (ops.reshape(t, shape) for t in tables)
+            # One position per step: split once, read without an op.
+            split = [_backend.unstack(t[:, None]) for t in (cos, sin)]
+        return start, cos, sin, list(zip(*split, strict=True))
 
 
 @functools.lru_cache(maxsize=64)

@@ -12,6 +12,7 @@ from _helpers import BACKEND, LEGACY, only_jax, only_tensorflow, to_numpy, trace
 from keras import ops
 
 import keras_posenc
+from keras_posenc import _backend
 
 
 def _nan_rows(table):
@@ -155,9 +156,15 @@ def test_jax_jit_a_nan_first_row_leaves_the_other_rows_bit_for_bit():
 @pytest.mark.parametrize("shape", [(4, 1, 8, 2, 32), (-1,), (32, 64)])
 def test_reshape_matches_numpy_on_tensors_and_arrays(shape):
     """The backend's own reshape (eager torch) is Keras's: same values, shape."""
-    from keras_posenc import _backend
-
     values = np.random.default_rng(0).normal(size=(4, 1, 8, 64)).astype("float32")
     for given in (values, ops.convert_to_tensor(values)):
         out = _backend.reshape(given, shape)
         np.testing.assert_array_equal(to_numpy(out), values.reshape(shape))
+
+
+def test_unstack_gives_each_row_as_its_own_tensor():
+    values = np.random.default_rng(1).normal(size=(130, 1, 1, 6)).astype("float32")
+    rows = _backend.unstack(ops.convert_to_tensor(values))
+    assert len(rows) == 130
+    for row, want in zip(rows, values, strict=True):
+        np.testing.assert_array_equal(to_numpy(row), want)

@@ -98,6 +98,21 @@ def test_rotary_prompt_rows_equal_explicit_positions_bit_for_bit():
     np.testing.assert_array_equal(again, span)
 
 
+@pytest.mark.parametrize("first", [0, 4000, 2**31 - 1400])
+def test_rotary_steps_inside_and_after_a_kept_prompt_give_the_full_call_bits(first):
+    # keras-hub's generate() runs the padded prompt, then steps at positions
+    # inside it: the steps read the kept prompt's rows (a decoding block is
+    # taken from them), then cross into decoding blocks of their own.
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(1, 1400, 2, 32)).astype("float32")
+    layer = keras_posenc.RotaryEmbedding()
+    full = to_numpy(layer(x, start_index=first))
+    layer(x[:, :700], start_index=first)  # the prompt, kept
+    for t in [5, 63, 64, 200, 699, 700, 701, 1100, 1399, 130, 640, 1300]:
+        step = to_numpy(layer(x[:, t : t + 1], start_index=first + t))
+        np.testing.assert_array_equal(step, full[:, t : t + 1])
+
+
 @pytest.mark.parametrize(
     "start, match",
     [
