@@ -628,21 +628,25 @@ def test_use_exact_twice_replaces_nothing_more():
 
 @keras3
 @pytest.mark.parametrize(
-    "family, task",
+    "family, task, length",
     [
-        ("llama3", "LlamaCausalLM"),
-        ("phi3_su", "Phi3CausalLM"),
-        ("gemma", "GemmaCausalLM"),
+        ("llama3", "LlamaCausalLM", 8),
+        ("phi3_su", "Phi3CausalLM", 8),
+        ("gemma", "GemmaCausalLM", 8),
+        # Longer than a decoding step: the eager steps (torch) read the rows
+        # the padded prompt kept.
+        ("llama3", "LlamaCausalLM", 80),
     ],
 )
-def test_generate_after_use_exact(family, task):
+def test_generate_after_use_exact(family, task, length):
     # keras-hub's cached decoding (start_index per step) on the exact layers
     # gives the greedy tokens it gave before (random weights, short prompt).
     lm = getattr(keras_hub.models, task)(backbone=_backbone(family), preprocessor=None)
     lm.compile(sampler="greedy")
+    known = np.arange(length) < 3
     prompt = {
-        "token_ids": np.array([[5, 6, 7, 0, 0, 0, 0, 0]], "int32"),
-        "padding_mask": np.array([[1, 1, 1, 0, 0, 0, 0, 0]], "int32"),
+        "token_ids": np.where(known, np.arange(5, 5 + length), 0)[None].astype("int32"),
+        "padding_mask": known[None].astype("int32"),
     }
     before = lm.generate(prompt, stop_token_ids=None)
     assert compat.use_exact(lm) == 1
