@@ -16,6 +16,7 @@ import numpy as np
 from keras import ops
 
 from keras_posenc import _backend, _engine
+from keras_posenc._arguments import POSITION_LIMIT
 from keras_posenc._phase_constants import FINE_ROWS
 from keras_posenc._rows import ComputedRows
 
@@ -142,13 +143,15 @@ def step_rotation(layout, dim, features):
 
 
 class StepTables:
-    """cos and signed sin of the encoder's current decoding block.
+    """cos and signed sin of the current decoding block, for decoding steps.
 
     A decoding step (eager, at most 64 known positions) reads slices of
     tables kept in the rotation's broadcast shape ``[rows, 1, ..., dim]``
     (`trailing` ones, for the axes between the sequence and the features):
     two slices per call instead of building tables. The values are those
-    `cos_sin` gives for the same rows, so the bits are the full call's.
+    `cos_sin` gives for the same rows, so the bits are the full call's. The
+    block is its own (not the encoder's kept rows): one shape per encoder,
+    compiled once on eager JAX, whatever prompt the encoder keeps.
     """
 
     def __init__(self, encoder, dim, attention, layout, trailing):
@@ -160,28 +163,25 @@ class StepTables:
     def __call__(self, first, end):
         cached = self._cached
         if cached is None or not cached[0] <= first < end <= cached[0] + len(cached[3]):
-            self._cached = cached = self._keep(first, end)
+            self._cached = cached = self._keep(first)
         base, cos, sin, steps = cached
         if end - first == 1:
             return steps[first - base]
         return cos[first - base : end - base], sin[first - base : end - base]
 
-    def _keep(self, first, end):
-        """``(base, cos, sin, steps)`` from the encoder's kept rows.
-
-        Those may be a kept prompt's: a block of at most `step_rows` rows
-        from ``64 * floor(first / 64)`` is taken from them.
-        """
-        base, rows, _ = self.encoder.block(first, end)
-        start = max(base, first - first % FINE_ROWS)
-        with _backend.eager_scope():
-            rows = rows[start - base : start - base + self.encoder.step_rows]
+    def _keep(self, first):
+        """``(base, cos, sin, steps)`` of the `step_rows` positions from
+        ``64 * floor(first / 64)`` (from the last ones below 2**31)."""
+        count = self.encoder.step_rows
+        base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
+        with _backend.eager_scope():  # concrete under `jax.jit` too
+            rows = self.encoder.rows(base, count)
             tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
-            shape = (ops.shape(rows)[0], *([1] * self.trailing), self.dim)
+            shape = (count, *([1] * self.trailing), self.dim)
             cos, sin = (ops.reshape(t, shape) for t in tables)
             # One position per step: split once, read without an op.
             split = [_backend.unstack(t[:, None]) for t in (cos, sin)]
-        return start, cos, sin, list(zip(*split, strict=True))
+        return base, cos, sin, list(zip(*split, strict=True))
 
 
 @functools.lru_cache(maxsize=64)

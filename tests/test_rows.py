@@ -101,8 +101,8 @@ def test_rotary_prompt_rows_equal_explicit_positions_bit_for_bit():
 @pytest.mark.parametrize("first", [0, 4000, 2**31 - 1400])
 def test_rotary_steps_inside_and_after_a_kept_prompt_give_the_full_call_bits(first):
     # keras-hub's generate() runs the padded prompt, then steps at positions
-    # inside it: the steps read the kept prompt's rows (a decoding block is
-    # taken from them), then cross into decoding blocks of their own.
+    # inside it and past it: the step tables (blocks of their own, whatever
+    # prompt the encoder keeps) give the full call's bits.
     rng = np.random.default_rng(1)
     x = rng.normal(size=(1, 1400, 2, 32)).astype("float32")
     layer = keras_posenc.RotaryEmbedding()
