@@ -87,6 +87,22 @@ def test_traced_out_of_range_start_index_gives_nan_rows_under_jax_jit(make_layer
     assert np.isnan(to_numpy(out)).all()
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit")
+@pytest.mark.parametrize("make_layer", LAYERS)
+@pytest.mark.parametrize("start", [WIDE, 2**31])
+def test_traced_int64_start_index_under_jax_x64_gives_nan_rows(make_layer, start):
+    # With 64-bit types on, a wide start reaches the layer as an int64
+    # tracer: NaN rows, never those of the wrapped position. (With them off,
+    # JAX's default, jax.jit converts the argument to int32 before any code
+    # runs; the README says so.)
+    import jax
+
+    layer = make_layer()
+    with jax.enable_x64(True):
+        out = jax.jit(lambda x, s: layer(x, start_index=s))(_inputs(), np.int64(start))
+    assert np.isnan(to_numpy(out)).all()
+
+
 @pytest.mark.skipif(BACKEND == "torch", reason="no traced start on torch")
 @pytest.mark.parametrize("make_layer", LAYERS)
 def test_empty_sequence_with_a_traced_start_index_is_empty(make_layer):
