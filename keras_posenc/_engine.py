@@ -202,15 +202,23 @@ class Encoder:
 
     def _keep(self, first, end):
         """``(base, rows, steps)`` of the block `block` keeps next."""
-        short = end - first <= FINE_ROWS
-        count = self.step_rows if short else end - first + first % FINE_ROWS
+        if end - first <= FINE_ROWS:
+            base, rows = self.step_block(first)
+            with _backend.eager_scope():
+                return base, rows, _backend.unstack(rows[:, None])
+        count = end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():  # concrete under `jax.jit` too
-            start = ops.convert_to_tensor(base, "int32")
-            if short:
-                rows = self._range(start, count)
-                return base, rows, _backend.unstack(rows[:, None])
-            return base, self.rows(start, count), []
+            return base, self.rows(ops.convert_to_tensor(base, "int32"), count), []
+
+    def step_block(self, first):
+        """``(base, rows)``: the `step_rows` rows of the decoding block that
+        serves steps from `first` (from ``64 * floor(first / 64)``, or the
+        last block below 2**31); eager, concrete under `jax.jit` too."""
+        count = self.step_rows
+        base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
+        with _backend.eager_scope():
+            return base, self._range(ops.convert_to_tensor(base, "int32"), count)
 
     def keeps(self, first, end):
         """Whether `block` serves ``[first, end)``: at most `KEPT_VALUES` values."""

@@ -16,8 +16,6 @@ import numpy as np
 from keras import ops
 
 from keras_posenc import _backend, _engine
-from keras_posenc._arguments import POSITION_LIMIT
-from keras_posenc._phase_constants import FINE_ROWS
 from keras_posenc._rows import ComputedRows
 
 
@@ -150,8 +148,8 @@ class StepTables:
     (`trailing` ones, for the axes between the sequence and the features):
     two slices per call instead of building tables. The values are those
     `cos_sin` gives for the same rows, so the bits are the full call's. The
-    block is its own (not the encoder's kept rows): one shape per encoder,
-    compiled once on eager JAX, whatever prompt the encoder keeps.
+    rows are a fresh `Encoder.step_block`, not the prompt the encoder may
+    keep: one shape per encoder, compiled once on eager JAX.
     """
 
     def __init__(self, encoder, dim, attention, layout, trailing):
@@ -170,14 +168,11 @@ class StepTables:
         return cos[first - base : end - base], sin[first - base : end - base]
 
     def _keep(self, first):
-        """``(base, cos, sin, steps)`` of the `step_rows` positions from
-        ``64 * floor(first / 64)`` (from the last ones below 2**31)."""
-        count = self.encoder.step_rows
-        base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
+        """``(base, cos, sin, steps)`` of the encoder's decoding block for `first`."""
+        base, rows = self.encoder.step_block(first)
         with _backend.eager_scope():  # concrete under `jax.jit` too
-            rows = self.encoder.rows(base, count)
             tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
-            shape = (count, *([1] * self.trailing), self.dim)
+            shape = (self.encoder.step_rows, *([1] * self.trailing), self.dim)
             cos, sin = (ops.reshape(t, shape) for t in tables)
             # One position per step: split once, read without an op.
             split = [_backend.unstack(t[:, None]) for t in (cos, sin)]

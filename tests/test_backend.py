@@ -103,15 +103,8 @@ def _runtime_zero(x):
     return ops.cast(ops.reshape(x, (-1,))[0] * 0, "int32")
 
 
-def _rope(positions):
-    layer = keras_posenc.RotaryEmbedding()
-    if positions:
-        return lambda x: layer(x, positions=_runtime_zero(x) + ops.arange(256))
-    return lambda x: layer(x, start_index=_runtime_zero(x))
-
-
-def _sinusoidal(positions):
-    layer = keras_posenc.SinusoidalPositionEncoding()
+def _at_runtime_positions(layer, positions):
+    """`layer` called at run-time positions: a start, or explicit positions."""
     if positions:
         return lambda x: layer(x, positions=_runtime_zero(x) + ops.arange(256))
     return lambda x: layer(x, start_index=_runtime_zero(x))
@@ -120,18 +113,22 @@ def _sinusoidal(positions):
 @xla_only
 @pytest.mark.parametrize("positions", [False, True], ids=["start", "positions"])
 @pytest.mark.parametrize(
-    "build, shape, most",
-    [(_rope, (2, 256, 4, 64), 20), (_sinusoidal, (2, 256, 64), 80)],
+    "make_layer, shape, most",
+    [
+        (keras_posenc.RotaryEmbedding, (2, 256, 4, 64), 20),
+        (keras_posenc.SinusoidalPositionEncoding, (2, 256, 64), 80),
+    ],
     ids=["rope", "sinusoidal"],
 )
-def test_xla_output_kernel_holds_no_engine(build, shape, most, positions):
+def test_xla_output_kernel_holds_no_engine(make_layer, shape, most, positions):
     # The kernel that writes the output holds the rotation (11 HLO
     # instructions) or the add of the fine rows (45-55); with the engine
     # fused into it, redone for every batch row and head, 240 or more.
     from benchmarks.forward import output_fusion_ops
 
     x = ops.convert_to_tensor(np.ones(shape, "float32"))
-    assert output_fusion_ops(build(positions), x) <= most
+    call = _at_runtime_positions(make_layer(), positions)
+    assert output_fusion_ops(call, x) <= most
 
 
 @only_jax
