@@ -81,26 +81,33 @@ def in_xla():
     )
 
 
-def materialize(*tables):
-    """The tensors, computed once per call under XLA too.
+def materialized(fn, *args):
+    """``fn(*args)`` (a tuple of tensors), computed once per call under XLA too.
 
     XLA would fuse the engine into the output loop and redo it for every
     batch row and head (14x slower on JAX), and it strips optimization
-    barriers on CPU. It never fuses across a conditional, so the tables
-    leave one: as they are when their first value is a number, else (a
-    NaN row from a failed guard) through `_scattered`, the same values by
-    another route. That branch keeps XLA from proving the conditional
-    trivial: it turns a conditional of cheap element-wise branches into a
-    select, and fuses it. (A scatter alone also stops fusion, but loops
-    over rows: RoPE's tables cost 4x more under `jax.jit`.)
+    barriers on CPU. It never fuses across a conditional, so `fn` runs
+    inside one: its results are written once, straight into the
+    conditional's output (a table passed through a branch would be copied).
+    That branch runs when the first value of ``args[0]`` is ordinary: a
+    number (not a NaN row from a failed guard), an int above -2**31. The
+    other branch gives the same values through `_scattered`; it keeps XLA
+    from proving the conditional trivial (XLA turns a conditional of cheap
+    element-wise branches into a select, and fuses it). A scatter alone
+    also stops fusion, but loops over rows: RoPE's tables cost 4x more
+    under `jax.jit`.
     """
     if not in_xla():
-        return tables
-    probe = ops.reshape(tables[0], (-1,))[:1]
+        return fn(*args)
+    probe = ops.reshape(args[0], (-1,))[:1]
+    if backend.is_float_dtype(dtype_name(probe)):
+        ordinary = ops.equal(probe, probe)
+    else:
+        ordinary = ops.not_equal(probe, np.iinfo(dtype_name(probe)).min)
     return ops.cond(
-        ops.all(ops.equal(probe, probe)),
-        lambda: tables,
-        lambda: tuple(_scattered(t) for t in tables),
+        ops.all(ordinary),
+        lambda: tuple(fn(*args)),
+        lambda: tuple(_scattered(t) for t in fn(*args)),
     )
 
 

@@ -105,7 +105,7 @@ def range_rows(consts, start, length):
         coarse_count = ops.floor_divide(offset + length + FINE_ROWS - 1, FINE_ROWS)
     coarse = (start - offset) + FINE_ROWS * ops.arange(coarse_count, dtype="int32")
     # Computed once: XLA would otherwise redo them for every fine row.
-    sin, cos = _backend.materialize(*_sincos(coarse, consts))
+    sin, cos = _backend.materialized(_sincos, coarse, consts)
     table = _combine(consts.fine_u, consts.fine_v, sin[:, None, :], cos[:, None, :])
     table = ops.reshape(table, (-1, consts.width))
     return ops.slice(table, ops.stack([offset, 0]), (length, consts.width))
@@ -114,7 +114,7 @@ def range_rows(consts, start, length):
 def position_rows(consts, positions):
     """Rows for explicit int32 positions: float32 ``positions.shape + [C]``."""
     fine = ops.mod(positions, FINE_ROWS)
-    sin, cos = _backend.materialize(*_sincos(positions - fine, consts))
+    sin, cos = _backend.materialized(_sincos, positions - fine, consts)
     fine_u = ops.take(consts.fine_u, fine, axis=0)
     fine_v = ops.take(consts.fine_v, fine, axis=0)
     return _combine(fine_u, fine_v, sin, cos)

@@ -97,10 +97,8 @@ def rotation(attention, layout, seq, rank, dim, features, batched):
     """
 
     def rotate_rows(x, rows):
-        (rows,) = _backend.materialize(rows)  # else XLA redoes the engine per column
-        cos, sin = _backend.materialize(
-            *cos_sin(rows, dim, attention, layout, signed=True)
-        )
+        # Tables written once: XLA would otherwise rebuild them per head.
+        cos, sin = _backend.materialized(cos_sin, rows, dim, attention, layout, True)
         shape = [1] * rank
         shape[seq], shape[-1] = ops.shape(cos)[-2], dim
         if batched:

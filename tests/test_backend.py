@@ -131,6 +131,33 @@ def test_xla_output_kernel_holds_no_engine(make_layer, shape, most, positions):
     assert output_fusion_ops(call, x) <= most
 
 
+@xla_only
+@pytest.mark.parametrize("positions", [False, True], ids=["start", "positions"])
+def test_xla_rows_from_the_lowest_position_take_the_other_branch_same_bits(
+    positions,
+):
+    # Under XLA the engine's coarse rows are computed inside a conditional;
+    # when the first coarse position is -2**31 its other branch (a scatter)
+    # runs. Rows from there are the bits of the same rows reached the
+    # usual way (from a start 64 positions higher).
+    low = -(2**31)
+    layer = keras_posenc.SinusoidalPositionEncoding(merge=None)
+    x = ops.convert_to_tensor(np.ones((1, 192, 16), "float32"))
+
+    def rows_from(first):
+        def call(x):
+            start = _runtime_zero(x) + first
+            if positions:
+                return layer(x, positions=start + ops.arange(192))
+            return layer(x, start_index=start)
+
+        return to_numpy(traced(call, jit_compile=True)(x))[0]
+
+    lowest, usual = rows_from(low), rows_from(low + 64)
+    assert np.isfinite(lowest).all()
+    assert lowest[64:].tobytes() == usual[:128].tobytes()
+
+
 @only_jax
 @pytest.mark.skipif(LEGACY, reason="Keras 3 only")
 def test_jax_jit_a_nan_first_row_leaves_the_other_rows_bit_for_bit():
