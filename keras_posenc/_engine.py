@@ -43,6 +43,8 @@ from keras_posenc._phase_constants import (
 )
 
 _TWO_PI = 2.0 * np.pi
+# `TURN_TABLE` with its sin lo column negated (exact), for `_sincos`.
+_SIGNED_TURNS = TURN_TABLE * np.array([1.0, -1.0, 1.0, 1.0], np.float32)
 # Most values an encoder keeps for eager calls at known positions (32 MiB).
 KEPT_VALUES = 2**23
 # Rows kept for decoding steps: one engine run serves 448 to 512 steps (a
@@ -51,34 +53,61 @@ STEP_ROWS = 8 * FINE_ROWS
 
 
 def _sincos(q, consts):
-    """sin and cos of ``q * w_c`` for every column: ``q.shape + [C]`` each."""
+    """sin and cos of ``q * w_k`` for every frequency: ``q.shape + [n]`` each."""
     q = q[..., None]
     chunks = (
         ops.mod(q, 4096),
         ops.mod(ops.floor_divide(q, 4096), 4096),
         ops.floor_divide(q, 4096 * 4096),  # in [-128, 128): signed
     )
+    # Float sums never chain two additions (nor products two products):
+    # TF's graph optimizer regroups such chains where shapes are known, so
+    # their rounding would depend on the call path. ``x + y`` is written
+    # ``x - (-y)`` with ``-y`` from a negated constant: the same bits.
     hi = mid = rest = None
     for k, chunk in enumerate(chunks):
         # Every product is below 2**23 in magnitude: int32 is exact.
         h = ops.multiply(chunk, consts.turn_hi[k])
         m = ops.multiply(chunk, consts.turn_mid[k])
-        r = ops.multiply(ops.cast(chunk, "float32"), consts.turn_lo[k])
-        hi, mid, rest = (h, m, r) if k == 0 else (hi + h, mid + m, rest + r)
+        lo = consts.turn_lo[k] if k == 0 else -consts.turn_lo[k]
+        r = ops.multiply(ops.cast(chunk, "float32"), lo)  # -r_k for k > 0
+        hi, mid, rest = (h, m, r) if k == 0 else (hi + h, mid + m, rest - r)
     phase = ops.mod(ops.mod(hi, 4096) * 4096 + mid, 2**24)
     step = ops.floor_divide(phase + 2**15, 2**16)  # nearest 1/256 turn
     rest_int = phase - step * 2**16  # in [-2**15, 2**15)
     # Python floats: every backend keeps them float32 next to a float32 tensor.
     theta = (ops.cast(rest_int, "float32") * 2.0**-24 + rest) * _TWO_PI
     theta2 = theta * theta
-    sin_t = theta - theta * theta2 * (1.0 / 6.0)
+    sin_t = theta * (1.0 - theta2 * (1.0 / 6.0))
     versine = theta2 * (0.5 - theta2 * (1.0 / 24.0))
-    sin_hi, sin_lo, cos_hi, cos_lo = ops.unstack(
-        ops.take(TURN_TABLE, step, axis=0), num=4, axis=-1
+    sin_hi, minus_sin_lo, cos_hi, cos_lo = ops.unstack(
+        ops.take(_SIGNED_TURNS, step, axis=0), num=4, axis=-1
     )
-    sin = sin_hi + (sin_lo + (cos_hi * sin_t - sin_hi * versine))
+    # sin_hi + (sin_lo + (cos_hi sin_t - sin_hi versine)), as above.
+    sin = sin_hi - (minus_sin_lo - (cos_hi * sin_t - sin_hi * versine))
     cos = cos_hi + (cos_lo - (sin_hi * sin_t + cos_hi * versine))
     return sin, cos
+
+
+def _columns(values, consts):
+    """Per-frequency ``values`` (``[..., n]``) laid out as the ``C`` columns:
+    each once for the sine columns and once for the cosine ones (a copy)."""
+    if consts.layout == "interleaved":
+        pairs = ops.stack([values, values], axis=-1)
+        values = ops.reshape(pairs, (*ops.shape(values)[:-1], 2 * values.shape[-1]))
+    else:
+        values = ops.concatenate([values, values], axis=-1)
+    return values if values.shape[-1] == consts.width else values[..., : consts.width]
+
+
+def _coarse(q, consts):
+    """sin and cos of ``q * w`` for every column: ``q.shape + [C]`` each.
+
+    Each phase is reduced once per frequency, under XLA once per call
+    (XLA would otherwise redo it for every fine row).
+    """
+    sin, cos = _backend.materialized(_sincos, q, consts)
+    return _columns(sin, consts), _columns(cos, consts)
 
 
 def _combine(fine_u, fine_v, sin, cos):
@@ -104,8 +133,7 @@ def range_rows(consts, start, length):
     else:
         coarse_count = ops.floor_divide(offset + length + FINE_ROWS - 1, FINE_ROWS)
     coarse = (start - offset) + FINE_ROWS * ops.arange(coarse_count, dtype="int32")
-    # Computed once: XLA would otherwise redo them for every fine row.
-    sin, cos = _backend.materialized(_sincos, coarse, consts)
+    sin, cos = _coarse(coarse, consts)
     table = _combine(consts.fine_u, consts.fine_v, sin[:, None, :], cos[:, None, :])
     table = ops.reshape(table, (-1, consts.width))
     return ops.slice(table, ops.stack([offset, 0]), (length, consts.width))
@@ -114,7 +142,7 @@ def range_rows(consts, start, length):
 def position_rows(consts, positions):
     """Rows for explicit int32 positions: float32 ``positions.shape + [C]``."""
     fine = ops.mod(positions, FINE_ROWS)
-    sin, cos = _backend.materialized(_sincos, positions - fine, consts)
+    sin, cos = _coarse(positions - fine, consts)
     fine_u = ops.take(consts.fine_u, fine, axis=0)
     fine_v = ops.take(consts.fine_v, fine, axis=0)
     return _combine(fine_u, fine_v, sin, cos)
@@ -264,8 +292,5 @@ def rotary_encoder(inverse_frequencies):
         inverse_frequencies: tuple of ``n`` floats, radians per position,
             each taken as the exact binary number it is.
     """
-    n = len(inverse_frequencies)
     turns = turns_of(np.array(inverse_frequencies, np.float64))
-    return Encoder(
-        phase_constants(turns, np.tile(np.arange(n), 2), np.arange(2 * n) < n)
-    )
+    return Encoder(phase_constants(turns, 2 * len(turns), "concatenated"))

@@ -123,15 +123,18 @@ def turns_of(angular_frequencies):
 class PhaseConstants:
     """What the engine needs for a set of output columns.
 
-    Column ``c`` holds ``sin(p * w_k)`` (``is_sin[c]``) or ``cos(p * w_k)``
-    with ``k = frequency[c]``; all arrays are indexed by column.
+    The turn arrays hold one column per frequency ``w_k`` (the engine
+    reduces each phase once, however many columns share it); the fine
+    tables one per output column. Column ``c`` holds ``sin(p * w_k)`` or
+    ``cos(p * w_k)`` as `columns` lays them out.
     """
 
-    turn_hi: np.ndarray  # int32 [3, C]: frac(2**(12k) f) in units of 2**-12
-    turn_mid: np.ndarray  # int32 [3, C]: the next bits, units of 2**-24, signed
-    turn_lo: np.ndarray  # float32 [3, C]: the rest, in turns
+    turn_hi: np.ndarray  # int32 [3, n]: frac(2**(12k) f) in units of 2**-12
+    turn_mid: np.ndarray  # int32 [3, n]: the next bits, units of 2**-24, signed
+    turn_lo: np.ndarray  # float32 [3, n]: the rest, in turns
     fine_u: np.ndarray  # float32 [FINE_ROWS, C]: the column's value at l
     fine_v: np.ndarray  # float32 [FINE_ROWS, C]: its derivative in the angle
+    layout: str  # "interleaved" or "concatenated": see `columns`
 
     @property
     def width(self):
@@ -172,20 +175,35 @@ def _split(turns):
     return hi, mid, lo, frac
 
 
-def phase_constants(turns, frequency, is_sin):
-    """Builds the constants of columns ``frequency`` (indices into `turns`).
+def columns(width, layout):
+    """Frequency index and sine role of each of `width` columns.
+
+    `"interleaved"`: sin and cos of frequency ``c // 2`` alternate (the
+    paper's layout). `"concatenated"`: the ``ceil(width / 2)`` sines, then
+    the cosines (``[sin | cos]``, also the layout of RoPE rows).
+    """
+    if layout == "interleaved":
+        index = np.arange(width)
+        return index // 2, index % 2 == 0
+    n_sin, n_cos = (width + 1) // 2, width // 2
+    frequency = np.concatenate([np.arange(n_sin), np.arange(n_cos)])
+    return frequency, np.arange(width) < n_sin
+
+
+def phase_constants(turns, width, layout):
+    """Builds the constants of `width` columns of `turns` laid out as `layout`.
 
     Args:
-        turns: sequence of `decimal.Decimal`, turns per position.
-        frequency: int array ``[C]``: the frequency of each column.
-        is_sin: bool array ``[C]``: sine (True) or cosine column.
+        turns: sequence of ``(width + 1) // 2`` `decimal.Decimal`, turns per
+            position.
+        width: int. Output columns.
+        layout: `"interleaved"` or `"concatenated"` (see `columns`).
 
     Returns:
         A `PhaseConstants`.
     """
     hi, mid, lo, frac = _split(turns)
-    frequency = np.asarray(frequency, np.int64)
-    is_sin = np.asarray(is_sin, bool)
+    frequency, is_sin = columns(width, layout)
     # frac(l * f) from frac(f) in float64 is exact to ~1e-15 turns for l < 64,
     # whatever the size of f: the fine table never sees a huge angle.
     # One sin and one cos per frequency (not per column: sine and cosine
@@ -199,29 +217,20 @@ def phase_constants(turns, frequency, is_sin):
     # the engine's reshape copy the whole [L, C] result on every call.
     contiguous = np.ascontiguousarray
     return PhaseConstants(
-        turn_hi=contiguous(hi[:, frequency]),
-        turn_mid=contiguous(mid[:, frequency]),
-        turn_lo=contiguous(lo[:, frequency]),
+        turn_hi=contiguous(hi),
+        turn_mid=contiguous(mid),
+        turn_lo=contiguous(lo),
         fine_u=contiguous(fine_u, np.float32),
         fine_v=contiguous(fine_v, np.float32),
+        layout=layout,
     )
-
-
-def sinusoidal_columns(depth, layout):
-    """Frequency index and sine role of every column of the sinusoidal table."""
-    if layout == "interleaved":
-        columns = np.arange(depth)
-        return columns // 2, columns % 2 == 0
-    n_sin, n_cos = (depth + 1) // 2, depth // 2
-    frequency = np.concatenate([np.arange(n_sin), np.arange(n_cos)])
-    return frequency, np.arange(depth) < n_sin
 
 
 @functools.lru_cache(maxsize=64)
 def sinusoidal_constants(depth, max_wavelength, layout):
     """`PhaseConstants` of the sinusoidal table (cached per option set)."""
     turns = sinusoidal_turns(depth, max_wavelength)
-    return phase_constants(turns, *sinusoidal_columns(depth, layout))
+    return phase_constants(turns, depth, layout)
 
 
 def _turn_table():

@@ -48,7 +48,8 @@ def test_widest_host_constants_are_computed_quickly():
     start = time.perf_counter()
     constants = _phase_constants.phase_constants(
         _phase_constants.sinusoidal_turns(_arguments.MAX_DEPTH, 1e-300),
-        *_phase_constants.sinusoidal_columns(_arguments.MAX_DEPTH, "interleaved"),
+        _arguments.MAX_DEPTH,
+        "interleaved",
     )
     assert constants.width == _arguments.MAX_DEPTH
     assert time.perf_counter() - start < 20.0

@@ -218,6 +218,59 @@ def test_phase_constants_match_mpmath(max_wavelength):
     )
 
 
+def _float32_formula(q, constants, table):
+    """sin and cos of ``q * w``: the engine's steps restated in numpy float32."""
+    f32 = np.float32
+    q = q.astype(np.int64)[:, None]
+    chunks = (q % 4096, (q // 4096) % 4096, q // 4096**2)
+    hi = sum(c * constants.turn_hi[k] for k, c in enumerate(chunks))
+    mid = sum(c * constants.turn_mid[k] for k, c in enumerate(chunks))
+    parts = [c.astype(f32) * constants.turn_lo[k] for k, c in enumerate(chunks)]
+    rest = (parts[0] + parts[1]) + parts[2]
+    phase = ((hi % 4096) * 4096 + mid) % 2**24
+    j = (phase + 2**15) // 2**16
+    theta = ((phase - j * 2**16).astype(f32) * f32(2.0**-24) + rest) * f32(2 * np.pi)
+    theta2 = theta * theta
+    sin_t = theta * (f32(1) - theta2 * f32(1 / 6))
+    versine = theta2 * (f32(0.5) - theta2 * f32(1 / 24))
+    s_hi, s_lo, c_hi, c_lo = (table[j, i] for i in range(4))
+    sin = s_hi + (s_lo + (c_hi * sin_t - s_hi * versine))
+    cos = c_hi + (c_lo - (s_hi * sin_t + c_hi * versine))
+    return sin, cos
+
+
+@pytest.mark.skipif(
+    BACKEND == "jax", reason="XLA on CPU may fuse products and sums (FMA rounding)"
+)
+@pytest.mark.parametrize("shape", ["static", "dynamic"])
+def test_engine_rounds_as_its_float32_formula(shape):
+    # Every float32 operation of the engine rounds as written, whatever TF's
+    # graph optimizer knows of the shapes: it regroups chains of additions
+    # or products (rounding differently) only where shapes are known, which
+    # once made rows depend on the call path.
+    from keras_posenc import _engine, _phase_constants
+
+    constants = _phase_constants.sinusoidal_constants(2048, 10000.0, "interleaved")
+    rng = np.random.default_rng(0)
+    q = np.concatenate(
+        [rng.integers(-(2**25), 2**25, 4094) * 64, [-(2**31), 2**31 - 64]]
+    )
+    q = q.astype("int32")
+
+    def sincos(q):
+        return _engine._sincos(q, constants)
+
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        spec = tf.TensorSpec([q.size] if shape == "static" else [None], tf.int32)
+        sincos = tf.function(sincos, input_signature=[spec], autograph=False)
+    got = sincos(ops.convert_to_tensor(q))
+    want = _float32_formula(q, constants, _phase_constants.TURN_TABLE)
+    for got_values, want_values in zip(got, want, strict=True):
+        assert to_numpy(got_values).tobytes() == want_values.tobytes()
+
+
 _BITS16 = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
