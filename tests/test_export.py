@@ -846,7 +846,13 @@ _DATA_PARALLEL = textwrap.dedent(
     single.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
     print(json.dumps({
         "devices": used,
-        "predict": float(np.abs(predicted - single.predict(x, verbose=0)).max()),
+        # Relative to the outputs' scale (up to about 10): the all-reduce
+        # sums gradients in another order, and a weight 1 ulp apart moves
+        # an output by a few of its ulps.
+        "predict": float(
+            np.abs(predicted - single.predict(x, verbose=0)).max()
+            / np.abs(predicted).max()
+        ),
         "weights": max(
             float(np.abs(a - b).max())
             for a, b in zip(parallel.get_weights(), single.get_weights())
@@ -860,7 +866,8 @@ _DATA_PARALLEL = textwrap.dedent(
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution: JAX pass only")
 def test_jax_data_parallel_fit_and_predict_equal_one_device(tmp_path, record_property):
     # Two host devices (XLA_FLAGS before JAX starts): fit then predict give
-    # the one-device outputs and weights within 1e-6.
+    # the one-device weights within 1e-6 and outputs within 1e-6 of their
+    # scale.
     env = subprocess_env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
     found = json.loads(
         _finish(_python(_DATA_PARALLEL, env=env, cwd=tmp_path)).strip().splitlines()[-1]
