@@ -43,8 +43,31 @@ from keras_posenc._phase_constants import (
 )
 
 _TWO_PI = 2.0 * np.pi
-# `TURN_TABLE` with its sin lo column negated (exact), for `_sincos`.
-_SIGNED_TURNS = TURN_TABLE * np.array([1.0, -1.0, 1.0, 1.0], np.float32)
+# A position's 12-bit chunks: q = c0 + 4096 c1 + 2**24 c2, with c0 and c1 in
+# [0, 4096) and c2 in [-128, 128) (signed), from ``q // _CHUNK_DIVISORS``.
+_CHUNK_DIVISORS = np.array([1, 4096, 4096**2], np.int32).reshape(3, 1, 1)
+_CHUNK_WRAPS = np.array([True, True, False]).reshape(3, 1, 1)
+# The phase ``(hi mod 4096) * 4096 + mid mod 2**24`` from ``[hi, mid]``.
+_PART_MODULI = np.array([[4096], [2**24]], np.int32)
+_PART_WEIGHTS = np.array([[4096], [1]], np.int32)
+
+
+def _pair_turns():
+    """float32 [514, 3]: one formula gives sin (rows j) and cos (rows 257 + j).
+
+    Row j: sin hi, -sin lo, cos hi of ``2 pi j / 256``; row 257 + j: cos hi,
+    -cos lo, -sin hi. With them ``a - (b - (c sin_t - a versine))`` is
+    ``sin(x + t)`` or ``cos(x + t)``, each rounded as the usual sum (the
+    negations are exact, and rounding is symmetric).
+    """
+    sin_hi, sin_lo, cos_hi, cos_lo = TURN_TABLE.T
+    sines = np.stack([sin_hi, -sin_lo, cos_hi], axis=-1)
+    cosines = np.stack([cos_hi, -cos_lo, -sin_hi], axis=-1)
+    return np.concatenate([sines, cosines]).astype(np.float32)
+
+
+_PAIR_TURNS = _pair_turns()
+_PAIR_OFFSETS = np.array([[0], [len(TURN_TABLE)]], np.int32)  # sin, cos
 # Most values an encoder keeps for eager calls at known positions (32 MiB).
 KEPT_VALUES = 2**23
 # Rows kept for decoding steps: one engine run serves 448 to 512 steps (a
@@ -53,26 +76,30 @@ STEP_ROWS = 8 * FINE_ROWS
 
 
 def _sincos(q, consts):
-    """sin and cos of ``q * w_k`` for every frequency: ``q.shape + [n]`` each."""
-    q = q[..., None]
-    chunks = (
-        ops.mod(q, 4096),
-        ops.mod(ops.floor_divide(q, 4096), 4096),
-        ops.floor_divide(q, 4096 * 4096),  # in [-128, 128): signed
-    )
+    """sin and cos of ``q * w_k`` for every frequency: ``[N, n]`` each.
+
+    Args:
+        q: int32 ``[N]``.
+        consts: a `PhaseConstants`.
+
+    Few and broadcast ops (each costs about 10 us on TF and eager torch,
+    whatever its size): the chunks' products in one, sin and cos as a pair.
+    """
+    shifted = ops.floor_divide(ops.reshape(q, (-1, 1, 1, 1)), _CHUNK_DIVISORS)
+    chunks = ops.where(_CHUNK_WRAPS, ops.mod(shifted, 4096), shifted)  # [N, 3, 1, 1]
+    # Every product is below 2**24 in magnitude, every sum below 2**26:
+    # int32 is exact, in any order.
+    parts = ops.mod(ops.sum(chunks * consts.chunk_turns, axis=1), _PART_MODULI)
+    phase = ops.sum(parts * _PART_WEIGHTS, axis=1, keepdims=True)
+    phase = ops.mod(phase, 2**24)  # [N, 1, n], units of 2**-24 turns
     # Float sums never chain two additions (nor products two products):
     # TF's graph optimizer regroups such chains where shapes are known, so
     # their rounding would depend on the call path. ``x + y`` is written
     # ``x - (-y)`` with ``-y`` from a negated constant: the same bits.
-    hi = mid = rest = None
-    for k, chunk in enumerate(chunks):
-        # Every product is below 2**23 in magnitude: int32 is exact.
-        h = ops.multiply(chunk, consts.turn_hi[k])
-        m = ops.multiply(chunk, consts.turn_mid[k])
-        lo = consts.turn_lo[k] if k == 0 else -consts.turn_lo[k]
-        r = ops.multiply(ops.cast(chunk, "float32"), lo)  # -r_k for k > 0
-        hi, mid, rest = (h, m, r) if k == 0 else (hi + h, mid + m, rest - r)
-    phase = ops.mod(ops.mod(hi, 4096) * 4096 + mid, 2**24)
+    r0, minus_r1, minus_r2 = ops.unstack(
+        ops.cast(chunks, "float32") * consts.chunk_rests, num=3, axis=1
+    )
+    rest = (r0 - minus_r1) - minus_r2
     step = ops.floor_divide(phase + 2**15, 2**16)  # nearest 1/256 turn
     rest_int = phase - step * 2**16  # in [-2**15, 2**15)
     # Python floats: every backend keeps them float32 next to a float32 tensor.
@@ -80,12 +107,11 @@ def _sincos(q, consts):
     theta2 = theta * theta
     sin_t = theta * (1.0 - theta2 * (1.0 / 6.0))
     versine = theta2 * (0.5 - theta2 * (1.0 / 24.0))
-    sin_hi, minus_sin_lo, cos_hi, cos_lo = ops.unstack(
-        ops.take(_SIGNED_TURNS, step, axis=0), num=4, axis=-1
-    )
-    # sin_hi + (sin_lo + (cos_hi sin_t - sin_hi versine)), as above.
-    sin = sin_hi - (minus_sin_lo - (cos_hi * sin_t - sin_hi * versine))
-    cos = cos_hi + (cos_lo - (sin_hi * sin_t + cos_hi * versine))
+    turns = _backend.take_rows(_PAIR_TURNS, step + _PAIR_OFFSETS)  # [N, 2, n, 3]
+    hi, minus_lo, other_hi = ops.unstack(turns, num=3, axis=-1)
+    # hi + (lo + (other_hi sin_t - hi versine)), as above.
+    pair = hi - (minus_lo - (other_hi * sin_t - hi * versine))
+    sin, cos = ops.unstack(pair, num=2, axis=1)
     return sin, cos
 
 
@@ -143,8 +169,8 @@ def position_rows(consts, positions):
     """Rows for explicit int32 positions: float32 ``positions.shape + [C]``."""
     fine = ops.mod(positions, FINE_ROWS)
     sin, cos = _coarse(positions - fine, consts)
-    fine_u = ops.take(consts.fine_u, fine, axis=0)
-    fine_v = ops.take(consts.fine_v, fine, axis=0)
+    fine_u = _backend.take_rows(consts.fine_u, fine)
+    fine_v = _backend.take_rows(consts.fine_v, fine)
     return _combine(fine_u, fine_v, sin, cos)
 
 

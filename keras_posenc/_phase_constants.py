@@ -140,6 +140,19 @@ class PhaseConstants:
     def width(self):
         return self.fine_u.shape[1]
 
+    @functools.cached_property
+    def chunk_turns(self):
+        """int32 ``[3, 2, n]``: `turn_hi` and `turn_mid` side by side, for the
+        engine's one product with a position's three 12-bit chunks."""
+        return np.ascontiguousarray(np.stack([self.turn_hi, self.turn_mid], axis=1))
+
+    @functools.cached_property
+    def chunk_rests(self):
+        """float32 ``[3, 1, n]``: `turn_lo`, negated (exactly) for chunks 1
+        and 2, which the engine subtracts (see `_engine._sincos`)."""
+        signs = np.array([1.0, -1.0, -1.0], np.float32).reshape(3, 1, 1)
+        return np.ascontiguousarray(self.turn_lo[:, None, :] * signs)
+
 
 def _split(turns):
     """hi, mid, lo of ``frac(2**(12k) f)`` for each frequency, and frac(f).
