@@ -250,16 +250,37 @@ def reshape(x, shape):
     return ops.reshape(x, shape)
 
 
+def add(x, y):
+    """``x + y`` with broadcasting, a numpy constant allowed on either side.
+
+    Keras's `add` on TensorFlow turns ``[N, 1, C] + [2, 1]`` into a
+    `BiasAdd` when ``C == 2`` (dropping the broadcast axis); `tf.add` does
+    not. On torch, ``tensor + ndarray`` goes through numpy; `ops.add` does
+    not.
+    """
+    if NAME == "tensorflow":
+        import tensorflow as tf
+
+        return tf.add(x, y)
+    return ops.add(x, y)
+
+
 def take_rows(table, indices):
     """``table[indices]`` (rows along axis 0) for indices known to be in range.
 
-    Keras's `take` on TensorFlow first maps negative indices (two more ops,
-    about 20 us in a graph); `tf.gather` alone is one op.
+    Keras's `take` first maps negative indices: two more ops on TensorFlow
+    (about 20 us in a graph), about 60 us more per call on eager torch.
     """
     if NAME == "tensorflow":
         import tensorflow as tf
 
         return tf.gather(table, indices)
+    if NAME == "torch":
+        import torch
+
+        if isinstance(indices, torch.Tensor) and not isinstance(table, torch.Tensor):
+            # Indexing, as Keras's `take` ends, without its checks (~60 us).
+            return torch.as_tensor(table, device=indices.device)[indices]
     return ops.take(table, indices, axis=0)
 
 

@@ -85,19 +85,22 @@ def _sincos(q, consts):
     Few and broadcast ops (each costs about 10 us on TF and eager torch,
     whatever its size): the chunks' products in one, sin and cos as a pair.
     """
-    shifted = ops.floor_divide(ops.reshape(q, (-1, 1, 1, 1)), _CHUNK_DIVISORS)
+    shifted = ops.floor_divide(_backend.reshape(q, (-1, 1, 1, 1)), _CHUNK_DIVISORS)
     chunks = ops.where(_CHUNK_WRAPS, ops.mod(shifted, 4096), shifted)  # [N, 3, 1, 1]
     # Every product is below 2**24 in magnitude, every sum below 2**26:
     # int32 is exact, in any order.
-    parts = ops.mod(ops.sum(chunks * consts.chunk_turns, axis=1), _PART_MODULI)
-    phase = ops.sum(parts * _PART_WEIGHTS, axis=1, keepdims=True)
+    # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
+    # through numpy.)
+    parts = ops.sum(ops.multiply(chunks, consts.chunk_turns), axis=1)
+    parts = ops.mod(parts, _PART_MODULI)
+    phase = ops.sum(ops.multiply(parts, _PART_WEIGHTS), axis=1, keepdims=True)
     phase = ops.mod(phase, 2**24)  # [N, 1, n], units of 2**-24 turns
     # Float sums never chain two additions (nor products two products):
     # TF's graph optimizer regroups such chains where shapes are known, so
     # their rounding would depend on the call path. ``x + y`` is written
     # ``x - (-y)`` with ``-y`` from a negated constant: the same bits.
     r0, minus_r1, minus_r2 = ops.unstack(
-        ops.cast(chunks, "float32") * consts.chunk_rests, num=3, axis=1
+        ops.multiply(ops.cast(chunks, "float32"), consts.chunk_rests), num=3, axis=1
     )
     rest = (r0 - minus_r1) - minus_r2
     step = ops.floor_divide(phase + 2**15, 2**16)  # nearest 1/256 turn
@@ -107,7 +110,8 @@ def _sincos(q, consts):
     theta2 = theta * theta
     sin_t = theta * (1.0 - theta2 * (1.0 / 6.0))
     versine = theta2 * (0.5 - theta2 * (1.0 / 24.0))
-    turns = _backend.take_rows(_PAIR_TURNS, step + _PAIR_OFFSETS)  # [N, 2, n, 3]
+    pair_rows = _backend.add(step, _PAIR_OFFSETS)
+    turns = _backend.take_rows(_PAIR_TURNS, pair_rows)  # [N, 2, n, 3]
     hi, minus_lo, other_hi = ops.unstack(turns, num=3, axis=-1)
     # hi + (lo + (other_hi sin_t - hi versine)), as above.
     pair = hi - (minus_lo - (other_hi * sin_t - hi * versine))
