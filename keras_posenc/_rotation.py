@@ -36,7 +36,7 @@ def cos_sin(rows, dim, attention, layout, signed):
         return ops.concatenate([cos, cos], -1), ops.concatenate([first, sin], -1)
     shape = (*ops.shape(rows)[:-1], dim)
     pairs = (ops.stack([cos, cos], -1), ops.stack([first, sin], -1))
-    return tuple(ops.reshape(t, shape) for t in pairs)
+    return tuple(_backend.reshape(t, shape) for t in pairs)
 
 
 def by_section(tables, channel_rows):
@@ -103,7 +103,7 @@ def rotation(attention, layout, seq, rank, dim, features, batched):
         shape[seq], shape[-1] = ops.shape(cos)[-2], dim
         if batched:
             shape[0] = ops.shape(cos)[0]
-        cos, sin = (ops.reshape(t, shape) for t in (cos, sin))
+        cos, sin = (_backend.reshape(t, shape) for t in (cos, sin))
         return rotate(x, cos, sin, layout, dim, features)
 
     compiled = _backend.compile_function(rotate_rows)
