@@ -169,26 +169,66 @@ def interleaved_times(runners, reps, warmup=2):
         for _ in range(warmup):
             block(run())
     keys = list(runners)
-    times = {key: {"wall": [], "cpu": []} for key in keys}
+    times = {key: {"wall": [], "cpu": [], "faults": []} for key in keys}
     for rep in range(reps):
         shift = rep % len(keys)
         for key in keys[shift:] + keys[:shift]:
+            faults = _minor_faults()
             cpu, wall = time.process_time(), time.perf_counter()
             block(runners[key]())
             times[key]["wall"].append(time.perf_counter() - wall)
             times[key]["cpu"].append(time.process_time() - cpu)
+            times[key]["faults"].append(_minor_faults() - faults)
     return times
 
 
+def steady_heap():
+    """Keeps freed buffers up to 32 MiB in the process (glibc), for stable times.
+
+    By default glibc returns large freed blocks to the system, and the next
+    call that gets one pays a page fault per 4 KiB page (about 1 ms per 16
+    MiB here), or not, depending on what ran before it: interleaved eager
+    timings turn bimodal (medians 7 ms or 33 ms for the same call).
+    `mallopt` fixes the mmap threshold at 32 MiB (glibc's most) and never
+    trims, as a long-running process's warm heap behaves. Returns whether
+    it applied (False off glibc).
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 * 2**20)) and bool(
+        libc.mallopt(m_trim_threshold, 2**31 - 1)
+    )
+
+
+def _minor_faults():
+    """This process's minor page faults so far (0 where `resource` is missing).
+
+    A fresh 16 MiB buffer costs 4096 of them; whether a call gets fresh
+    memory depends on what ran before it (glibc returns large freed blocks
+    to the system), so fault counts explain a bimodal median.
+    """
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def time_summary(times, base=None):
-    """Milliseconds (median, min, max; CPU median) and ratios to `base`.
+    """Milliseconds (median, min, max; CPU median), page faults and ratios to `base`.
 
     Args:
         times: one entry of `interleaved_times`.
         base: the entry to divide by (the floor), or `None`.
 
     Returns:
-        `{median_ms, min_ms, max_ms, cpu_ms}`, plus with `base`: `ratio`
+        `{median_ms, min_ms, max_ms, cpu_ms, faults}` (`faults`: median minor
+        page faults per call), plus with `base`: `ratio`
         (of medians), `min_ratio` (of minimums) and `cpu_ratio` (of CPU
         medians).
     """
@@ -198,6 +238,7 @@ def time_summary(times, base=None):
         "min_ms": min(wall) * 1e3,
         "max_ms": max(wall) * 1e3,
         "cpu_ms": statistics.median(cpu) * 1e3,
+        "faults": statistics.median(times.get("faults") or [0]),
     }
     if base is not None:
         ref = time_summary(base)

@@ -3,7 +3,9 @@
 import importlib
 import json
 import math
+import mmap
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -258,6 +260,59 @@ def test_interleaved_times_calls_each_runner_warmup_plus_reps_times():
         "a": (3, 3),
         "b": (3, 3),
     }
+
+
+def test_interleaved_times_count_the_page_faults_of_fresh_memory():
+    # A call that writes fresh anonymous memory faults (once per page, or per
+    # huge page); one that does nothing does not: the benchmarks print the
+    # median per call, which explains bimodal timings on eager backends.
+    size = 4 * 2**20
+
+    def touch():
+        block = mmap.mmap(-1, size)
+        block[::4096] = b"x" * (size // 4096)
+        block.close()
+
+    times = common.interleaved_times({"touch": touch, "idle": lambda: None}, reps=5)
+    touch_faults = common.time_summary(times["touch"])["faults"]
+    assert touch_faults >= 2
+    assert common.time_summary(times["idle"])["faults"] < touch_faults
+
+
+_THREE_BUFFERS = """
+import subprocess
+import sys
+import numpy as np
+from benchmarks import _common
+if sys.argv[1] == "steady":
+    assert _common.steady_heap()
+
+def fill():  # three 16 MiB buffers at once, written, freed
+    return [np.ones(2**22, np.float32) for _ in range(3)][0]
+
+times = _common.interleaved_times({"fill": fill}, reps=5)
+print(_common.time_summary(times["fill"])["faults"])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_steady_heap_keeps_freed_buffers_so_calls_stop_faulting():
+    # By default glibc gives the freed 48 MiB back to the system and every
+    # call faults its pages in again (about 1000 per call here, in a fresh
+    # process); after `steady_heap` they come back from the heap.
+    def faults(mode):
+        done = subprocess.run(
+            [sys.executable, "-c", _THREE_BUFFERS, mode],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return float(done.stdout.split()[-1])
+
+    # (Above 16 even where numpy's buffers get 2 MiB pages: 24 of them.)
+    assert faults("default") > 16
+    assert faults("steady") < 8
 
 
 def test_time_summary_ratios_are_of_medians_minimums_and_cpu():
