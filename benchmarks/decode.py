@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
+from benchmarks._floors import PlainAdd  # noqa: E402
 
 BACKEND = keras.backend.backend()
 NAME = "decode"
@@ -66,17 +67,6 @@ LABELS = {
     },
 }
 GOALS = "goals: at most 1.5x the floor, at most 0.5x keras-hub"
-
-
-class PlainAdd(keras.layers.Layer):
-    """The floor: adds row `start_index` of a precomputed table."""
-
-    def __init__(self, table, **kwargs):
-        super().__init__(**kwargs)
-        self.table = ops.convert_to_tensor(table)
-
-    def call(self, x, start_index=0):
-        return x + self.table[start_index : start_index + 1]
 
 
 class PlainRope(keras.layers.Layer):

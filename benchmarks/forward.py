@@ -6,7 +6,8 @@
 
 The floor is the least any implementation can do: `x + table[s:s + L]`
 with a precomputed float32 constant (read the inputs once, write the output
-once). Every configuration runs in the same process, in interleaved
+once); the same in a plain Keras layer adds Keras's call cost, the floor
+for any layer called eagerly. Every configuration runs in the same process, in interleaved
 repetitions after a warm-up, in every execution mode of the backend
 (TensorFlow: eager, `tf.function`, `tf.function(jit_compile=True)`; JAX:
 eager, `jax.jit`; torch: eager); the table shows medians, min-max, and the
@@ -35,6 +36,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
+from benchmarks._floors import PlainAdd  # noqa: E402
 from keras_posenc import _reference  # noqa: E402
 
 BACKEND = keras.backend.backend()
@@ -50,6 +52,7 @@ SMOKE_SHAPES = ((2, 16, 8, 0), (2, 1, 8, 7))
 
 # Configurations: results and tests key on these; LABELS are for people.
 FLOOR = "floor"
+PLAIN_LAYER = "plain_layer"
 OURS_COMPUTE = "ours_compute"
 OURS_LOOKUP = "ours_lookup"
 TILED_GATHER = "tiled_gather"
@@ -57,6 +60,7 @@ TF_TUTORIAL = "tf_tutorial"
 KERAS_HUB = "keras_hub"
 LABELS = {
     FLOOR: "floor: x + table[s:s+L]",
+    PLAIN_LAYER: "plain Keras layer: x + table[s:s+L]",
     OURS_COMPUTE: "ours, compute",
     OURS_LOOKUP: "ours, lookup",
     TILED_GATHER: "classic batch-tiled gather",
@@ -113,6 +117,7 @@ def configurations(batch, length, depth, start, keys=None):
     table = keras_posenc.sinusoidal_table(rows, depth)
     builders = {
         FLOOR: lambda: lambda x: x + table[start:rows],
+        PLAIN_LAYER: lambda: functools.partial(PlainAdd(table), start_index=start),
         OURS_COMPUTE: lambda: _ours(start, depth),
         OURS_LOOKUP: lambda: _ours(start, depth, mode="lookup", max_length=rows),
         TILED_GATHER: lambda: _classic(table, batch, start, rows),

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 from _helpers import BACKEND, TOL, only_tensorflow, reference
@@ -29,6 +30,7 @@ precision = _benchmark("precision")
 decode = _benchmark("decode")
 rotary = _benchmark("rotary")
 common = _benchmark("_common")
+_floors = _benchmark("_floors")
 
 
 def _has_keras_hub():
@@ -59,10 +61,12 @@ def precision_smoke(tmp_path_factory):
 
 
 def test_forward_smoke_has_every_configuration_of_the_backend(forward_smoke):
-    # The floor, both of our modes and the generic peer run everywhere; the
-    # TF tutorial only on TensorFlow; keras-hub whenever it is installed.
+    # The floor (bare and as a plain Keras layer), both of our modes and the
+    # generic peer run everywhere; the TF tutorial only on TensorFlow;
+    # keras-hub whenever it is installed.
     expected = {
         forward.FLOOR,
+        forward.PLAIN_LAYER,
         forward.OURS_COMPUTE,
         forward.OURS_LOOKUP,
         forward.TILED_GATHER,
@@ -282,6 +286,7 @@ def test_interleaved_times_count_the_page_faults_of_fresh_memory():
 _THREE_BUFFERS = """
 import subprocess
 import sys
+import keras
 import numpy as np
 from benchmarks import _common
 if sys.argv[1] == "steady":
@@ -313,6 +318,14 @@ def test_steady_heap_keeps_freed_buffers_so_calls_stop_faulting():
     # (Above 16 even where numpy's buffers get 2 MiB pages: 24 of them.)
     assert faults("default") > 16
     assert faults("steady") < 8
+
+
+def test_plain_add_adds_the_table_rows_of_the_span():
+    # The plain-layer floor adds rows start_index + [0, L), as ours does.
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+    x = np.ones((2, 3, 4), np.float32)
+    added = keras.ops.convert_to_numpy(_floors.PlainAdd(table)(x, start_index=5))
+    np.testing.assert_array_equal(added, 1 + np.broadcast_to(table[5:8], (2, 3, 4)))
 
 
 def test_time_summary_ratios_are_of_medians_minimums_and_cpu():
