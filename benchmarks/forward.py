@@ -7,11 +7,12 @@
 The floor is the least any implementation can do: `x + table[s:s + L]`
 with a precomputed float32 constant (read the inputs once, write the output
 once); the same in a plain Keras layer adds Keras's call cost, the floor
-for any layer called eagerly. Every configuration runs in the same process, in interleaved
-repetitions after a warm-up, in every execution mode of the backend
-(TensorFlow: eager, `tf.function`, `tf.function(jit_compile=True)`; JAX:
-eager, `jax.jit`; torch: eager); the table shows medians, min-max, and the
-ratio to the floor measured in the same mode. Peak memory (TensorFlow
+for any layer called eagerly. Every configuration runs in the same
+process, in interleaved repetitions after a warm-up, in every execution
+mode of the backend (TensorFlow: eager, `tf.function`,
+`tf.function(jit_compile=True)`; JAX: eager, `jax.jit`; torch: eager);
+the table shows medians, min-max, and the ratio to the floor measured in
+the same mode. Peak memory (TensorFlow
 only) is measured per configuration in its own subprocess: the growth of
 peak RSS during one traced `tf.function` forward. The backend is fixed per
 process: `--all-backends` runs one subprocess per backend and merges the
