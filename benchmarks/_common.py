@@ -163,7 +163,8 @@ def interleaved_times(runners, reps, warmup=2):
         warmup: untimed calls per runner before the first repetition.
 
     Returns:
-        `{key: {"wall": [seconds] * reps, "cpu": [seconds] * reps}}`.
+        `{key: {"wall": [seconds] * reps, "cpu": [seconds] * reps,
+        "faults": [minor page faults] * reps}}`.
     """
     for run in runners.values():
         for _ in range(warmup):
@@ -185,13 +186,15 @@ def interleaved_times(runners, reps, warmup=2):
 def steady_heap():
     """Keeps freed buffers up to 32 MiB in the process (glibc), for stable times.
 
-    By default glibc returns large freed blocks to the system, and the next
-    call that gets one pays a page fault per 4 KiB page (about 1 ms per 16
-    MiB here), or not, depending on what ran before it: interleaved eager
-    timings turn bimodal (medians 7 ms or 33 ms for the same call).
-    `mallopt` fixes the mmap threshold at 32 MiB (glibc's most) and never
-    trims, as a long-running process's warm heap behaves. Returns whether
-    it applied (False off glibc).
+    By default glibc moves its mmap threshold as blocks are freed and trims
+    the heap's free top once it exceeds twice that threshold, so whether a
+    call's 16 MiB buffers come back as fresh pages (a fault per 4 KiB page,
+    and memory zeroed by the kernel) depends on what ran before it:
+    interleaved eager timings turn bimodal (medians of 7 ms or 33 ms for
+    the same torch RoPE call, 12256 faults per call in the slow mode).
+    `mallopt` fixes the mmap threshold at 32 MiB (glibc's most) and turns
+    trimming off: every configuration then runs on a warm heap, the same
+    for all. Returns whether it applied (False off glibc).
     """
     import ctypes
 

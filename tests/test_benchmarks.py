@@ -5,6 +5,7 @@ import json
 import math
 import mmap
 import os
+import platform
 import subprocess
 import sys
 
@@ -266,6 +267,7 @@ def test_interleaved_times_calls_each_runner_warmup_plus_reps_times():
     }
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="no `resource` module")
 def test_interleaved_times_count_the_page_faults_of_fresh_memory():
     # A call that writes fresh anonymous memory faults (once per page, or per
     # huge page); one that does nothing does not: the benchmarks print the
@@ -284,9 +286,7 @@ def test_interleaved_times_count_the_page_faults_of_fresh_memory():
 
 
 _THREE_BUFFERS = """
-import subprocess
 import sys
-import keras
 import numpy as np
 from benchmarks import _common
 if sys.argv[1] == "steady":
@@ -300,7 +300,7 @@ print(_common.time_summary(times["fill"])["faults"])
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
 def test_steady_heap_keeps_freed_buffers_so_calls_stop_faulting():
     # By default glibc gives the freed 48 MiB back to the system and every
     # call faults its pages in again (about 1000 per call here, in a fresh
