@@ -203,9 +203,10 @@ def run(shape, reps, steady_heap=True):
     With `steady_heap` (not in smoke runs, which may share a test process)
     the process keeps freed buffers: see `_common.steady_heap`.
     """
-    info = {**_common.run_info(BACKEND), "steady_heap": steady_heap}
-    if steady_heap:
-        info["steady_heap"] = _common.steady_heap()
+    info = {
+        **_common.run_info(BACKEND),
+        "steady_heap": steady_heap and _common.steady_heap(),
+    }
     print(_common.machine_line(info))
     x = ops.convert_to_tensor(
         np.random.default_rng(0).normal(size=shape).astype("float32")
