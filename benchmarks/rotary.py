@@ -140,6 +140,14 @@ class ConstantRope(keras.layers.Layer):
         return x * self.cos + _swap(x, self.dim) * self.sin
 
 
+def floor_tables(length, dim):
+    """The floor's constants: cos and signed sin ``[1, L, 1, D]`` of positions
+    ``[0, L)`` (half layout, ours's values)."""
+    cos, sin = (ops.convert_to_numpy(t) for t in rotary_cos_sin(np.arange(length), dim))
+    sin = np.concatenate([-sin[:, : dim // 2], sin[:, dim // 2 :]], -1)
+    return tuple(ops.convert_to_tensor(t[None, :, None, :]) for t in (cos, sin))
+
+
 def configurations(shape):
     """name -> function(x, start) applying RoPE at positions start + [0, L).
 
@@ -151,10 +159,7 @@ def configurations(shape):
     an encoder of its own). The floor's constants are for start 0.
     """
     _, length, _, dim = shape
-    cos, sin = (ops.convert_to_numpy(t) for t in rotary_cos_sin(np.arange(length), dim))
-    sin = np.concatenate([-sin[:, : dim // 2], sin[:, dim // 2 :]], -1)
-    cos_c, sin_c = (ops.convert_to_tensor(t[None, :, None, :]) for t in (cos, sin))
-    ours, floor = RotaryEmbedding(), ConstantRope(cos_c, sin_c, dim)
+    ours, floor = RotaryEmbedding(), ConstantRope(*floor_tables(length, dim), dim)
     configs = {
         FLOOR: lambda x, start: floor(x, start_index=start),
         OURS: lambda x, start: ours(x, start_index=start),

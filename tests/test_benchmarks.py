@@ -12,7 +12,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from _helpers import BACKEND, TOL, only_tensorflow, reference
+from _helpers import BACKEND, TOL, only_tensorflow, reference, to_numpy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,6 +30,7 @@ forward = _benchmark("forward")
 precision = _benchmark("precision")
 decode = _benchmark("decode")
 rotary = _benchmark("rotary")
+parts = _benchmark("parts")
 common = _benchmark("_common")
 _floors = _benchmark("_floors")
 
@@ -429,3 +430,50 @@ def test_rotary_configurations_apply_the_same_rotation():
     np.testing.assert_allclose(
         ops.convert_to_numpy(configs[rotary.OURS](x, start)), want, atol=1e-6
     )
+
+
+# -- parts.py --------------------------------------------------------------------
+
+only_parts = pytest.mark.skipif(
+    BACKEND not in parts.BACKENDS, reason="the TensorFlow and JAX cells only"
+)
+
+
+@only_parts
+def test_parts_smoke_times_each_part_against_the_floor(tmp_path):
+    path = tmp_path / "parts.json"
+    parts.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    expected = {parts.FLOOR, parts.OURS, parts.ROWS}
+    if BACKEND == "jax":
+        expected.add(parts.GIVEN)
+    assert set(section["speed"]) == expected
+    assert section["speed"][parts.FLOOR]["ratio"] == 1.0
+    assert section["run"]["cpus"] >= 1
+    line = parts.budget_line(BACKEND, section)
+    assert line.startswith(f"{BACKEND} {parts.MODE[BACKEND]}") and "budget" in line
+
+
+@pytest.mark.skipif(BACKEND in parts.BACKENDS, reason="backends without a cell")
+def test_parts_refuses_a_backend_without_a_cell(capsys):
+    with pytest.raises(SystemExit):
+        parts.main(["--smoke"])
+    assert f"--backend: one of tensorflow, jax (got '{BACKEND}')" in (
+        capsys.readouterr().err
+    )
+
+
+@only_parts
+def test_parts_compute_what_they_are_named_for():
+    # The rows alone are the engine's table (float64 reference); ours and
+    # the floor's rotation with its tables passed in give the floor's output.
+    shape = parts.SMOKE_SHAPES[BACKEND]
+    length, depth = shape[1], shape[-1]
+    runners = parts.runners(shape)
+    layout = "interleaved" if BACKEND == "tensorflow" else "concatenated"
+    want = reference(np.arange(length), depth, layout=layout)
+    np.testing.assert_allclose(to_numpy(runners[parts.ROWS]()), want, atol=TOL)
+    floor = to_numpy(runners[parts.FLOOR]())
+    others = [parts.OURS] + ([parts.GIVEN] if BACKEND == "jax" else [])
+    for part in others:
+        np.testing.assert_allclose(to_numpy(runners[part]()), floor, atol=1e-6)

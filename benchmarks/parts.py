@@ -1,0 +1,207 @@
+"""Where the time goes in the two cells of issue 16 left above their goals.
+
+    python -m benchmarks.parts [--backend tensorflow|jax | --all-backends]
+        [--reps 101] [--one-core] [--smoke] [--json PATH] [--record]
+
+Each part of a compiled call is timed alone, interleaved with the whole
+call and its floor, so that the budget a goal leaves (10% of the floor)
+can be set against what the part costs on its own:
+
+- TensorFlow, `tf.function` without XLA, sinusoidal compute mode at
+  `(8, 4096, 1024)`, start 0 (as `forward.py`): the floor `x + table`,
+  ours, and the rows alone (`sinusoidal_table(4096, 1024)`, the engine's
+  table that compute mode adds: coarse rows and their combination with
+  the fine table, unfused ops).
+- JAX, `jax.jit`, RoPE at `[4, 2048, 8, 64]`, start a runtime tensor (as
+  `rotary.py`): the floor (constant cos/sin), ours, the floor's rotation
+  with its cos/sin passed in as arguments, and the rows alone (the
+  engine's ``[sin | cos]`` rows of 2048 positions at width 64, the same
+  work as RoPE's at head dim 64).
+
+If the rows alone cost more than the budget, no exact implementation that
+builds them per call meets the goal there; what is left is caching them
+(which embeds a table in every exported graph) or fusing them (XLA). The
+process keeps freed buffers (`_common.steady_heap`) except in smoke runs.
+
+`--one-core` pins the process to one core before the backend starts: the
+floor's output loop, which XLA splits across the cores, then runs on one,
+as the rows' small kernels always do. The section records the cores the
+run had (`cpus`).
+"""
+
+import argparse
+import os
+import sys
+
+from benchmarks import _common
+
+
+def _pin_one_core():
+    """Runs this process on one core (Linux); before the backend starts, so
+    that its thread pools are sized for one core."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+if __name__ == "__main__":
+    _common.select_backend(sys.argv[1:])
+    if "--one-core" in sys.argv[1:]:
+        _pin_one_core()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+import keras_posenc  # noqa: E402
+from benchmarks import forward, rotary  # noqa: E402
+
+BACKEND = keras.backend.backend()
+NAME = "parts"
+BACKENDS = ("tensorflow", "jax")  # torch meets its goals: nothing left to split
+SHAPES = {"tensorflow": (8, 4096, 1024), "jax": (4, 2048, 8, 64)}
+SMOKE_SHAPES = {"tensorflow": (2, 128, 16), "jax": (1, 64, 2, 16)}
+MODE = {"tensorflow": "tf.function", "jax": "jax.jit"}
+GOAL = 1.10  # the goal of both cells: ours / floor
+
+FLOOR, OURS, ROWS, GIVEN = "floor", "ours", "rows_alone", "rotation_given_tables"
+LABELS = {
+    FLOOR: "floor",
+    OURS: "ours (whole call)",
+    ROWS: "the engine's rows alone",
+    GIVEN: "the floor's rotation, cos/sin passed in as arguments",
+}
+
+
+def sinusoidal_runners(shape):
+    """TensorFlow: `{part: callable()}` at `(batch, length, depth)`, start 0."""
+    import tensorflow as tf
+
+    batch, length, depth = shape
+    x = forward.inputs(batch, length, depth)
+    configs = forward.configurations(
+        batch, length, depth, 0, keys=[forward.FLOOR, forward.OURS_COMPUTE]
+    )
+    floor, ours = (
+        forward.compiled(configs[key], forward.FUNCTION)
+        for key in (forward.FLOOR, forward.OURS_COMPUTE)
+    )
+    rows = tf.function(
+        lambda: keras_posenc.sinusoidal_table(length, depth), autograph=False
+    )
+    return {FLOOR: lambda: floor(x), OURS: lambda: ours(x), ROWS: rows}
+
+
+def rotary_runners(shape):
+    """JAX: `{part: callable()}` at `(batch, length, heads, dim)`, start a tensor."""
+    import jax
+
+    _, length, _, dim = shape
+    x = ops.convert_to_tensor(
+        np.random.default_rng(0).normal(size=shape).astype("float32")
+    )
+    start = ops.convert_to_tensor(0, "int32")
+    configs = rotary.configurations(shape)
+    floor, ours = (jax.jit(configs[key]) for key in (rotary.FLOOR, rotary.OURS))
+    cos, sin = rotary.floor_tables(length, dim)
+    given = jax.jit(lambda x, c, s: rotary.ConstantRope(c, s, dim)(x))
+    rows = jax.jit(
+        lambda s: keras_posenc.sinusoidal_table(
+            length, dim, layout="concatenated", start_index=s
+        )
+    )
+    return {
+        FLOOR: lambda: floor(x, start),
+        OURS: lambda: ours(x, start),
+        GIVEN: lambda: given(x, cos, sin),
+        ROWS: lambda: rows(start),
+    }
+
+
+def runners(shape):
+    """`{part: callable()}` of this backend's cell (TensorFlow or JAX)."""
+    if BACKEND == "tensorflow":
+        return sinusoidal_runners(shape)
+    return rotary_runners(shape)
+
+
+def run(shape, reps, steady_heap=True):
+    """This backend's section: each part's time and its ratio to the floor."""
+    info = {
+        **_common.run_info(BACKEND),
+        "cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else None,
+        "steady_heap": steady_heap and _common.steady_heap(),
+    }
+    print(_common.machine_line(info))
+    parts = runners(shape)
+    times = _common.interleaved_times(parts, reps)
+    speed = {k: _common.time_summary(times[k], times[FLOOR]) for k in parts}
+    section = {
+        "run": info,
+        "mode": MODE[BACKEND],
+        "shape": list(shape),
+        "reps": reps,
+        "load_end": _common.load_average(),
+        "speed": speed,
+    }
+    print(markdown(section))
+    print("\n" + budget_line(BACKEND, section))
+    return section
+
+
+def markdown(section):
+    shape = ", ".join(map(str, section["shape"]))
+    cpus = section["run"].get("cpus")
+    header = [f"({shape}), {BACKEND}, {section['mode']}, {cpus} cores"]
+    header += ["ms (x floor; min x floor) [min-max]"]
+    body = [[LABELS[k], _common.fmt_ms(s)] for k, s in section["speed"].items()]
+    return _common.markdown_table(header, body)
+
+
+def budget_line(backend, section):
+    """What the goal leaves over the floor, and what the rows alone cost."""
+    speed = section["speed"]
+    budget = (GOAL - 1.0) * speed[FLOOR]["median_ms"]
+    rows, cores = speed[ROWS], section["run"].get("cpus")
+    return (
+        f"{backend} {section['mode']} ({cores} cores): the goal ({GOAL}x) "
+        f"leaves {budget:.3f} ms "
+        f"over the floor; the rows alone take {rows['median_ms']:.3f} ms "
+        f"(min {rows['min_ms']:.3f}), {rows['median_ms'] / budget:.2f}x that budget; "
+        f"ours is {speed[OURS]['ratio']:.2f}x the floor "
+        f"({speed[OURS]['min_ratio']:.2f}x by minimums)"
+    )
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _common.add_backend_arguments(parser, NAME)
+    parser.add_argument("--reps", type=int, default=101)
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, one rep")
+    parser.add_argument(
+        "--one-core",
+        action="store_true",
+        help="pin to one core before the backend starts (command line only)",
+    )
+    args = parser.parse_args(argv)
+    if args.all_backends or (args.backend or BACKEND) != BACKEND:
+        wanted = BACKENDS if args.all_backends else [args.backend]
+        sections = _common.run_backends(NAME, argv, wanted)
+        print("\n" + "\n".join(budget_line(b, s) for b, s in sections.items()))
+        print(
+            "\nwritten:", _common.write_results(NAME, sections, args.json, args.record)
+        )
+        return sections
+    if BACKEND not in BACKENDS:
+        parser.error(f"--backend: one of {', '.join(BACKENDS)} (got {BACKEND!r})")
+    shape = (SMOKE_SHAPES if args.smoke else SHAPES)[BACKEND]
+    section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
+    written = _common.write_results(NAME, {BACKEND: section}, args.json, args.record)
+    print("written:", written)
+    return {BACKEND: section}
+
+
+if __name__ == "__main__":
+    main()
