@@ -51,6 +51,34 @@ def select_backend(argv):
         os.environ["KERAS_BACKEND"] = known.backend
 
 
+def pin_one_core(argv):
+    """With `--one-core` in `argv`, runs this process on one core (Linux).
+
+    A script calls it at the top, before the backend starts, so that the
+    backend sizes its thread pools for one core (as torch runs with one
+    intra-op thread here: on a busy 2-core machine, a call split across
+    both cores waits whenever the other core is taken).
+    """
+    if "--one-core" in argv and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def add_one_core_argument(parser):
+    """`--one-core` (acted on by `pin_one_core`, before the backend starts)."""
+    parser.add_argument(
+        "--one-core",
+        action="store_true",
+        help="run on one core, pinned before the backend starts (command line)",
+    )
+
+
+def usable_cores():
+    """The cores this process may run on (its affinity where the OS says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
 def add_backend_arguments(parser, name):
     """`--backend`, `--all-backends` and `--json` for the benchmark `name`."""
     group = parser.add_mutually_exclusive_group()
@@ -341,6 +369,7 @@ def machine(backend):
     return {
         "cpu": _first("/proc/cpuinfo", "model name") or platform.processor(),
         "cores": os.cpu_count(),
+        "usable_cores": usable_cores(),
         "memory_GiB": round(int(kib.split()[0]) / 2**20, 1) if kib else None,
         "os": platform.platform(),
         "versions": _versions(),
@@ -387,8 +416,11 @@ def machine_line(info):
     m, v = info["machine"], info["machine"]["versions"]
     backend = m["backend"]
     version = v.get(backend, "?")
+    cores = f"{m['cores']} cores"
+    if m.get("usable_cores", m["cores"]) != m["cores"]:
+        cores += f" ({m['usable_cores']} usable)"
     return (
-        f"{info['date']}: {m['cpu']}, {m['cores']} cores, {m['memory_GiB']} GiB; "
+        f"{info['date']}: {m['cpu']}, {cores}, {m['memory_GiB']} GiB; "
         f"Python {v['python']}, Keras {v.get('keras')}, {backend} {version}, "
         f"keras-hub {v.get('keras-hub', 'absent')}; load {info['load_start']}"
     )

@@ -26,27 +26,17 @@ process keeps freed buffers (`_common.steady_heap`) except in smoke runs.
 `--one-core` pins the process to one core before the backend starts: the
 floor's output loop, which XLA splits across the cores, then runs on one,
 as the rows' small kernels always do. The section records the cores the
-run had (`cpus`).
+run had (`usable_cores`).
 """
 
 import argparse
-import os
 import sys
 
 from benchmarks import _common
 
-
-def _pin_one_core():
-    """Runs this process on one core (Linux); before the backend starts, so
-    that its thread pools are sized for one core."""
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-
-
 if __name__ == "__main__":
     _common.select_backend(sys.argv[1:])
-    if "--one-core" in sys.argv[1:]:
-        _pin_one_core()
+    _common.pin_one_core(sys.argv[1:])
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -128,9 +118,6 @@ def run(shape, reps, steady_heap=True):
     """This backend's section: each part's time and its ratio to the floor."""
     info = {
         **_common.run_info(BACKEND),
-        "cpus": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else None,
         "steady_heap": steady_heap and _common.steady_heap(),
     }
     print(_common.machine_line(info))
@@ -152,8 +139,8 @@ def run(shape, reps, steady_heap=True):
 
 def markdown(section):
     shape = ", ".join(map(str, section["shape"]))
-    cpus = section["run"].get("cpus")
-    header = [f"({shape}), {BACKEND}, {section['mode']}, {cpus} cores"]
+    cores = section["run"]["machine"]["usable_cores"]
+    header = [f"({shape}), {BACKEND}, {section['mode']}, cores: {cores}"]
     header += ["ms (x floor; min x floor) [min-max]"]
     body = [[LABELS[k], _common.fmt_ms(s)] for k, s in section["speed"].items()]
     return _common.markdown_table(header, body)
@@ -163,9 +150,9 @@ def budget_line(backend, section):
     """What the goal leaves over the floor, and what the rows alone cost."""
     speed = section["speed"]
     budget = (GOAL - 1.0) * speed[FLOOR]["median_ms"]
-    rows, cores = speed[ROWS], section["run"].get("cpus")
+    rows, cores = speed[ROWS], section["run"]["machine"]["usable_cores"]
     return (
-        f"{backend} {section['mode']} ({cores} cores): the goal ({GOAL}x) "
+        f"{backend} {section['mode']} (cores: {cores}): the goal ({GOAL}x) "
         f"leaves {budget:.3f} ms "
         f"over the floor; the rows alone take {rows['median_ms']:.3f} ms "
         f"(min {rows['min_ms']:.3f}), {rows['median_ms'] / budget:.2f}x that budget; "
@@ -180,11 +167,7 @@ def main(argv=None):
     _common.add_backend_arguments(parser, NAME)
     parser.add_argument("--reps", type=int, default=101)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, one rep")
-    parser.add_argument(
-        "--one-core",
-        action="store_true",
-        help="pin to one core before the backend starts (command line only)",
-    )
+    _common.add_one_core_argument(parser)
     args = parser.parse_args(argv)
     if args.all_backends or (args.backend or BACKEND) != BACKEND:
         wanted = BACKENDS if args.all_backends else [args.backend]

@@ -1,7 +1,8 @@
 """Rotary embeddings: speed against the floor and keras-hub, precision against position.
 
     python -m benchmarks.rotary [--backend tensorflow|jax|torch | --all-backends]
-        [--reps 21] [--shape B,L,H,D] [--torch-threads 1] [--smoke] [--json PATH]
+        [--reps 21] [--shape B,L,H,D] [--torch-threads 1] [--one-core]
+        [--smoke] [--json PATH]
 
 Speed, at `(batch, length, heads, dim) = (4, 2048, 8, 64)` in the half
 layout. The floor is the least a RoPE layer can do: a plain Keras layer
@@ -42,6 +43,7 @@ from benchmarks import _common
 
 if __name__ == "__main__":
     _common.select_backend(sys.argv[1:])
+    _common.pin_one_core(sys.argv[1:])
 
 import keras  # noqa: E402
 import ml_dtypes  # noqa: E402
@@ -319,6 +321,7 @@ def main(argv=None):
     parser.add_argument(
         "--torch-threads", type=int, default=1, help="torch intra-op threads"
     )
+    _common.add_one_core_argument(parser)
     args = parser.parse_args(argv)
     if args.all_backends or (args.backend or BACKEND) != BACKEND:
         sections = _common.run_backends(

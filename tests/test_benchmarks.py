@@ -449,7 +449,7 @@ def test_parts_smoke_times_each_part_against_the_floor(tmp_path):
         expected.add(parts.GIVEN)
     assert set(section["speed"]) == expected
     assert section["speed"][parts.FLOOR]["ratio"] == 1.0
-    assert section["run"]["cpus"] >= 1
+    assert section["run"]["machine"]["usable_cores"] >= 1
     line = parts.budget_line(BACKEND, section)
     assert line.startswith(f"{BACKEND} {parts.MODE[BACKEND]}") and "budget" in line
 
@@ -477,3 +477,27 @@ def test_parts_compute_what_they_are_named_for():
     others = [parts.OURS] + ([parts.GIVEN] if BACKEND == "jax" else [])
     for part in others:
         np.testing.assert_allclose(to_numpy(runners[part]()), floor, atol=1e-6)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two usable cores",
+)
+def test_one_core_pins_the_process_and_machine_records_it():
+    script = (
+        "from benchmarks import _common\n"
+        "before = _common.usable_cores()\n"
+        "_common.pin_one_core(['--reps', '3'])\n"
+        "unpinned = _common.usable_cores()\n"
+        "_common.pin_one_core(['--one-core'])\n"
+        "print(before, unpinned, _common.machine('none')['usable_cores'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    before, unpinned, pinned = map(int, done.stdout.split())
+    assert before == unpinned >= 2 and pinned == 1
