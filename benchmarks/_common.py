@@ -64,12 +64,32 @@ def pin_one_core(argv):
 
 
 def add_one_core_argument(parser):
-    """`--one-core` (acted on by `pin_one_core`, before the backend starts)."""
+    """`--one-core` (acted on by `pin_one_core`, before the backend starts).
+
+    The parser must not take abbreviations (`allow_abbrev=False`):
+    `pin_one_core` looks for the whole option.
+    """
     parser.add_argument(
         "--one-core",
         action="store_true",
-        help="run on one core, pinned before the backend starts (command line)",
+        help="run on one core (only as `python -m benchmarks.NAME`: pinned "
+        "before the backend starts); results go to NAME_one_core.json",
     )
+
+
+def check_one_core(parser, args):
+    """Refuses `--one-core` when this process is not on one core (it was not
+    pinned before the backend started, or the OS cannot pin)."""
+    if args.one_core and usable_cores() != 1:
+        parser.error(
+            f"--one-core: this process runs on {usable_cores()} cores; run it "
+            "as `python -m benchmarks.NAME --one-core` on Linux"
+        )
+
+
+def one_core_suffix(args):
+    """The results file's suffix: `"_one_core"` for a one-core run."""
+    return "_one_core" if args.one_core else ""
 
 
 def usable_cores():
@@ -118,19 +138,23 @@ def child_argv(argv):
     return out
 
 
-def run_requested_backends(module, argv, args, current, merged_markdown):
-    """Runs `--all-backends` or another `--backend` in subprocesses.
+def run_requested_backends(
+    module, argv, args, current, merged_markdown, backends=BACKENDS, suffix=""
+):
+    """Runs `--all-backends` (every one of `backends`) or another `--backend`
+    in subprocesses; `suffix` as in `write_results`.
 
     Returns the sections written, or `None` when this process should
     measure its own backend.
     """
     if not (args.all_backends or (args.backend or current) != current):
         return None
-    backends = BACKENDS if args.all_backends else [args.backend]
-    sections = run_backends(module, argv, backends)
+    wanted = backends if args.all_backends else [args.backend]
+    sections = run_backends(module, argv, wanted)
     if len(sections) > 1:
         print("\n## Every backend\n\n" + merged_markdown(sections))
-    print("\nwritten:", write_results(module, sections, args.json, args.record))
+    written = write_results(module, sections, args.json, args.record, suffix)
+    print("\nwritten:", written)
     return sections
 
 
@@ -457,7 +481,7 @@ def _dumps(value, indent=0):
     return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
 
 
-def write_results(name, sections, path=None, record=False):
+def write_results(name, sections, path=None, record=False, suffix=""):
     """Writes `{backend: section}` into the results file of benchmark `name`.
 
     The file holds ``{"benchmark": name, "backends": {backend: section}}``;
@@ -471,11 +495,13 @@ def write_results(name, sections, path=None, record=False):
         path: the file; defaults to `benchmarks/results/latest/<name>.json`.
         record: write the committed `benchmarks/results/<name>.json` instead
             of the default.
+        suffix: appended to the default file's name (`"_one_core"`: a
+            one-core run never replaces the sections of a run on every core).
 
     Returns:
         The path written.
     """
-    path = path or os.path.join(RESULTS if record else LATEST, f"{name}.json")
+    path = path or os.path.join(RESULTS if record else LATEST, f"{name}{suffix}.json")
     merged = {}
     if os.path.exists(path):
         with open(path) as f:

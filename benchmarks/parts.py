@@ -138,12 +138,19 @@ def run(shape, reps, steady_heap=True):
 
 
 def markdown(section):
+    """One backend's parts: times and ratios to the floor."""
     shape = ", ".join(map(str, section["shape"]))
+    backend = section["run"]["machine"]["backend"]
     cores = section["run"]["machine"]["usable_cores"]
-    header = [f"({shape}), {BACKEND}, {section['mode']}, cores: {cores}"]
+    header = [f"({shape}), {backend}, {section['mode']}, cores: {cores}"]
     header += ["ms (x floor; min x floor) [min-max]"]
     body = [[LABELS[k], _common.fmt_ms(s)] for k, s in section["speed"].items()]
     return _common.markdown_table(header, body)
+
+
+def budget_lines(sections):
+    """`budget_line` of every backend's section, one per line."""
+    return "\n".join(budget_line(b, s) for b, s in sections.items())
 
 
 def budget_line(backend, section):
@@ -163,25 +170,29 @@ def budget_line(backend, section):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], allow_abbrev=False
+    )
     _common.add_backend_arguments(parser, NAME)
     parser.add_argument("--reps", type=int, default=101)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, one rep")
     _common.add_one_core_argument(parser)
     args = parser.parse_args(argv)
-    if args.all_backends or (args.backend or BACKEND) != BACKEND:
-        wanted = BACKENDS if args.all_backends else [args.backend]
-        sections = _common.run_backends(NAME, argv, wanted)
-        print("\n" + "\n".join(budget_line(b, s) for b, s in sections.items()))
-        print(
-            "\nwritten:", _common.write_results(NAME, sections, args.json, args.record)
-        )
+    wanted = args.backend or BACKEND
+    if not args.all_backends and wanted not in BACKENDS:
+        parser.error(f"--backend: one of {', '.join(BACKENDS)} (got {wanted!r})")
+    _common.check_one_core(parser, args)
+    suffix = _common.one_core_suffix(args)
+    sections = _common.run_requested_backends(
+        NAME, argv, args, BACKEND, budget_lines, BACKENDS, suffix
+    )
+    if sections is not None:
         return sections
-    if BACKEND not in BACKENDS:
-        parser.error(f"--backend: one of {', '.join(BACKENDS)} (got {BACKEND!r})")
     shape = (SMOKE_SHAPES if args.smoke else SHAPES)[BACKEND]
     section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
-    written = _common.write_results(NAME, {BACKEND: section}, args.json, args.record)
+    written = _common.write_results(
+        NAME, {BACKEND: section}, args.json, args.record, suffix
+    )
     print("written:", written)
     return {BACKEND: section}
 

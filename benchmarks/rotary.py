@@ -143,8 +143,7 @@ class ConstantRope(keras.layers.Layer):
 
 
 def floor_tables(length, dim):
-    """The floor's constants: cos and signed sin ``[1, L, 1, D]`` of positions
-    ``[0, L)`` (half layout, ours's values)."""
+    """The floor's constant cos and signed sin, ``[1, L, 1, D]``, at ``[0, L)``."""
     cos, sin = (ops.convert_to_numpy(t) for t in rotary_cos_sin(np.arange(length), dim))
     sin = np.concatenate([-sin[:, : dim // 2], sin[:, dim // 2 :]], -1)
     return tuple(ops.convert_to_tensor(t[None, :, None, :]) for t in (cos, sin))
@@ -309,7 +308,9 @@ def parse_shape(text):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], allow_abbrev=False
+    )
     _common.add_backend_arguments(parser, NAME)
     parser.add_argument("--reps", type=int, default=21)
     parser.add_argument(
@@ -323,6 +324,8 @@ def main(argv=None):
     )
     _common.add_one_core_argument(parser)
     args = parser.parse_args(argv)
+    _common.check_one_core(parser, args)
+    suffix = _common.one_core_suffix(args)
     if args.all_backends or (args.backend or BACKEND) != BACKEND:
         sections = _common.run_backends(
             NAME, argv, _common.BACKENDS if args.all_backends else [args.backend]
@@ -330,9 +333,8 @@ def main(argv=None):
         if len(sections) > 1:
             print("\n## Every backend\n\n" + merged_markdown(sections))
         print("\n" + goals(sections))
-        print(
-            "\nwritten:", _common.write_results(NAME, sections, args.json, args.record)
-        )
+        written = _common.write_results(NAME, sections, args.json, args.record, suffix)
+        print("\nwritten:", written)
         return sections
     if BACKEND == "torch":  # two threads wait on each other on a busy 2-core machine
         import torch
@@ -341,10 +343,10 @@ def main(argv=None):
     shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
     section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
     print("\n" + goals({BACKEND: section}))
-    print(
-        "written:",
-        _common.write_results(NAME, {BACKEND: section}, args.json, args.record),
+    written = _common.write_results(
+        NAME, {BACKEND: section}, args.json, args.record, suffix
     )
+    print("written:", written)
     return {BACKEND: section}
 
 

@@ -1,5 +1,6 @@
 """The benchmark scripts keep working on every backend (smoke runs, no timings)."""
 
+import argparse
 import importlib
 import json
 import math
@@ -479,18 +480,21 @@ def test_parts_compute_what_they_are_named_for():
         np.testing.assert_allclose(to_numpy(runners[part]()), floor, atol=1e-6)
 
 
-@pytest.mark.skipif(
+two_cores = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="needs CPU affinity and two usable cores",
 )
-def test_one_core_pins_the_process_and_machine_records_it():
+
+
+@two_cores
+def test_one_core_pins_the_process_only_when_asked():
     script = (
         "from benchmarks import _common\n"
         "before = _common.usable_cores()\n"
         "_common.pin_one_core(['--reps', '3'])\n"
         "unpinned = _common.usable_cores()\n"
         "_common.pin_one_core(['--one-core'])\n"
-        "print(before, unpinned, _common.machine('none')['usable_cores'])\n"
+        "print(before, unpinned, _common.usable_cores())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -501,3 +505,47 @@ def test_one_core_pins_the_process_and_machine_records_it():
     )
     before, unpinned, pinned = map(int, done.stdout.split())
     assert before == unpinned >= 2 and pinned == 1
+
+
+def test_machine_records_the_usable_cores_and_says_when_fewer():
+    info = common.run_info(BACKEND)
+    assert info["machine"]["usable_cores"] == common.usable_cores()
+    assert "usable" not in common.machine_line(info)
+    info["machine"].update(cores=2, usable_cores=1)
+    assert ", 2 cores (1 usable), " in common.machine_line(info)
+
+
+def test_one_core_does_nothing_where_the_os_cannot_pin(monkeypatch):
+    # No CPU affinity (macOS, Windows): nothing pinned, every core usable,
+    # and a script refuses `--one-core` instead of timing every core.
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    common.pin_one_core(["--one-core"])
+    assert common.usable_cores() == 4
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    common.add_one_core_argument(parser)
+    with pytest.raises(SystemExit):
+        common.check_one_core(parser, parser.parse_args(["--one-core"]))
+    common.check_one_core(parser, parser.parse_args([]))  # not asked: fine
+
+
+def test_one_core_runs_keep_the_option_and_write_their_own_file(tmp_path, monkeypatch):
+    # Children of --all-backends pin themselves; a one-core run never
+    # replaces the sections of a run on every core.
+    assert common.child_argv(["--all-backends", "--one-core"]) == ["--one-core"]
+    monkeypatch.setattr(common, "RESULTS", str(tmp_path))
+    args = argparse.Namespace(one_core=True)
+    written = common.write_results(
+        "x", {"jax": {"v": 1}}, record=True, suffix=common.one_core_suffix(args)
+    )
+    assert written == str(tmp_path / "x_one_core.json")
+    assert common.one_core_suffix(argparse.Namespace(one_core=False)) == ""
+
+
+@two_cores
+@only_parts
+def test_parts_refuse_one_core_in_a_process_on_every_core(capsys):
+    with pytest.raises(SystemExit):
+        parts.main(["--smoke", "--one-core"])
+    assert "--one-core: this process runs on" in capsys.readouterr().err
