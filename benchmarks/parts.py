@@ -24,9 +24,9 @@ builds them per call meets the goal there; what is left is caching them
 process keeps freed buffers (`_common.steady_heap`) except in smoke runs.
 
 `--one-core` pins the process to one core before the backend starts: the
-floor's output loop, which XLA splits across the cores, then runs on one,
-as the rows' small kernels always do. The section records the cores the
-run had (`usable_cores`).
+floor's output loop, which XLA spreads across the cores, then runs on
+one, and so do the rows' small kernels. The section records the cores
+the run had (`usable_cores`).
 """
 
 import argparse
