@@ -139,10 +139,18 @@ def child_argv(argv):
 
 
 def run_requested_backends(
-    module, argv, args, current, merged_markdown, backends=BACKENDS, suffix=""
+    module,
+    argv,
+    args,
+    current,
+    merged_markdown=None,
+    backends=BACKENDS,
+    suffix="",
+    summary=None,
 ):
     """Runs `--all-backends` (every one of `backends`) or another `--backend`
-    in subprocesses; `suffix` as in `write_results`.
+    in subprocesses, prints `merged_markdown(sections)` (several backends)
+    and `summary(sections)`, and writes them (`suffix` as in `write_results`).
 
     Returns the sections written, or `None` when this process should
     measure its own backend.
@@ -151,11 +159,21 @@ def run_requested_backends(
         return None
     wanted = backends if args.all_backends else [args.backend]
     sections = run_backends(module, argv, wanted)
-    if len(sections) > 1:
+    if merged_markdown is not None and len(sections) > 1:
         print("\n## Every backend\n\n" + merged_markdown(sections))
+    if summary is not None:
+        print("\n" + summary(sections))
     written = write_results(module, sections, args.json, args.record, suffix)
     print("\nwritten:", written)
     return sections
+
+
+def write_section(module, backend, section, args, suffix=""):
+    """Writes this process's `section` as `--json` / `--record` ask; returns
+    `{backend: section}`."""
+    written = write_results(module, {backend: section}, args.json, args.record, suffix)
+    print("written:", written)
+    return {backend: section}
 
 
 def run_backends(module, argv, backends=BACKENDS):

@@ -233,9 +233,7 @@ def main(argv=None):
     }
     section["load_end"] = _common.load_average()
     print(markdown(section))
-    path = _common.write_results(NAME, {BACKEND: section}, args.json, args.record)
-    print("written:", path)
-    return {BACKEND: section}
+    return _common.write_section(NAME, BACKEND, section, args)
 
 
 if __name__ == "__main__":

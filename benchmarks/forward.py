@@ -482,11 +482,7 @@ def main(argv=None):
     shapes = args.shape or (SMOKE_SHAPES if args.smoke else SHAPES)
     memory = not (args.no_memory or args.smoke)
     section = run(shapes, 1 if args.smoke else args.reps, memory, args.smoke)
-    print(
-        "written:",
-        _common.write_results(NAME, {BACKEND: section}, args.json, args.record),
-    )
-    return {BACKEND: section}
+    return _common.write_section(NAME, BACKEND, section, args)
 
 
 if __name__ == "__main__":

@@ -184,17 +184,13 @@ def main(argv=None):
     _common.check_one_core(parser, args)
     suffix = _common.one_core_suffix(args)
     sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, budget_lines, BACKENDS, suffix
+        NAME, argv, args, BACKEND, None, BACKENDS, suffix, summary=budget_lines
     )
     if sections is not None:
         return sections
     shape = (SMOKE_SHAPES if args.smoke else SHAPES)[BACKEND]
     section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
-    written = _common.write_results(
-        NAME, {BACKEND: section}, args.json, args.record, suffix
-    )
-    print("written:", written)
-    return {BACKEND: section}
+    return _common.write_section(NAME, BACKEND, section, args, suffix)
 
 
 if __name__ == "__main__":

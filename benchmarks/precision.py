@@ -178,11 +178,7 @@ def main(argv=None):
         return sections
     depth, window = (16, 32) if args.smoke else (args.depth, args.window)
     section = run(depth, window, args.exhaustive)
-    print(
-        "\nwritten:",
-        _common.write_results(NAME, {BACKEND: section}, args.json, args.record),
-    )
-    return {BACKEND: section}
+    return _common.write_section(NAME, BACKEND, section, args)
 
 
 if __name__ == "__main__":

@@ -326,15 +326,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     _common.check_one_core(parser, args)
     suffix = _common.one_core_suffix(args)
-    if args.all_backends or (args.backend or BACKEND) != BACKEND:
-        sections = _common.run_backends(
-            NAME, argv, _common.BACKENDS if args.all_backends else [args.backend]
-        )
-        if len(sections) > 1:
-            print("\n## Every backend\n\n" + merged_markdown(sections))
-        print("\n" + goals(sections))
-        written = _common.write_results(NAME, sections, args.json, args.record, suffix)
-        print("\nwritten:", written)
+    sections = _common.run_requested_backends(
+        NAME, argv, args, BACKEND, merged_markdown, suffix=suffix, summary=goals
+    )
+    if sections is not None:
         return sections
     if BACKEND == "torch":  # two threads wait on each other on a busy 2-core machine
         import torch
@@ -343,11 +338,7 @@ def main(argv=None):
     shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
     section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
     print("\n" + goals({BACKEND: section}))
-    written = _common.write_results(
-        NAME, {BACKEND: section}, args.json, args.record, suffix
-    )
-    print("written:", written)
-    return {BACKEND: section}
+    return _common.write_section(NAME, BACKEND, section, args, suffix)
 
 
 if __name__ == "__main__":
