@@ -24,11 +24,14 @@ _PUBLIC = {
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
     "apply_rotary": "keras_posenc.rotary",
+    "cache_info": "keras_posenc.cache",
+    "clear_cache": "keras_posenc.cache",
     "export_encoder": "keras_posenc.export",
     "export_saved_model": "keras_posenc.export",
     "frequencies": "keras_posenc.tables",
     "positional_encoding": "keras_posenc.tables",
     "rotary_cos_sin": "keras_posenc.rotary",
+    "set_cache_budget": "keras_posenc.cache",
     "sinusoidal_table": "keras_posenc.tables",
 }
 
@@ -37,15 +40,19 @@ __all__ = [
     "SinusoidalPositionEncoding",
     "__version__",
     "apply_rotary",
+    "cache_info",
+    "clear_cache",
     "export_encoder",
     "export_saved_model",
     "frequencies",
     "positional_encoding",
     "rotary_cos_sin",
+    "set_cache_budget",
     "sinusoidal_table",
 ]
 
 if TYPE_CHECKING:
+    from keras_posenc.cache import cache_info, clear_cache, set_cache_budget
     from keras_posenc.export import export_encoder, export_saved_model
     from keras_posenc.layer import SinusoidalPositionEncoding
     from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin

@@ -53,7 +53,12 @@ def jit_on_jax(fn):
 
 
 def eager_scope():
-    """A context where ops run now, even inside a trace (to build constants)."""
+    """A context where ops run now, even inside a trace (to build constants).
+
+    On torch it also leaves inference mode and disables autograd: what is
+    built there (kept rows, a lookup table) is an ordinary tensor, usable
+    by later calls with or without autograd, whatever mode built it.
+    """
     if NAME == "tensorflow":
         import tensorflow as tf
 
@@ -62,7 +67,65 @@ def eager_scope():
         import jax
 
         return jax.ensure_compile_time_eval()
-    return contextlib.nullcontext()
+    import torch
+
+    scope = contextlib.ExitStack()
+    scope.enter_context(torch.inference_mode(False))
+    scope.enter_context(torch.no_grad())
+    return scope
+
+
+def tracing():
+    """Whether ops are being staged into a program: nothing may be kept then.
+
+    A `tf.function` graph, `jax.jit` (or any other JAX transformation),
+    `torch.compile` or `torch.export`. Rows kept from a trace would become
+    constants of each compiled program (one copy per new shape).
+    """
+    if NAME == "tensorflow":
+        import tensorflow as tf
+
+        return not tf.executing_eagerly()
+    if NAME == "jax":
+        return not _jax_trace_state_clean()
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
+def _jax_trace_state_clean():
+    """Whether JAX evaluates ops now (no trace is active), in about 0.3 us.
+
+    JAX has no public test for this; without its internal one, an array
+    made now is a tracer inside a trace (about 150 us).
+    """
+    try:
+        from jax._src.core import trace_state_clean
+    except ImportError:  # pragma: no cover (a JAX without this internal)
+        import jax
+        import jax.numpy as jnp
+
+        return not isinstance(jnp.zeros((), "int32"), jax.core.Tracer)
+    return trace_state_clean()
+
+
+def owned(x):
+    """`x`, sharing memory with nothing the package keeps (a copy on torch).
+
+    torch results can be views, and a caller may edit them in place; TF and
+    JAX tensors are immutable (`.numpy()` gives a copy or a read-only view).
+    """
+    if NAME == "torch":
+        return x.clone()
+    return x
+
+
+def nbytes(x):
+    """The bytes of a tensor's values."""
+    size = 1
+    for dim in x.shape:
+        size *= int(dim)
+    return size * np.dtype(dtype_name(x)).itemsize
 
 
 def in_xla():
@@ -79,46 +142,6 @@ def in_xla():
     return control_flow_util.GraphOrParentsInXlaContext(
         tf.compat.v1.get_default_graph()
     )
-
-
-def materialized(fn, *args):
-    """``fn(*args)`` (a tuple of tensors), computed once per call under XLA too.
-
-    XLA would fuse the engine into the output loop and redo it for every
-    batch row and head (14x slower on JAX), and it strips optimization
-    barriers on CPU. It never fuses across a conditional, so `fn` runs
-    inside one: its results are written once, straight into the
-    conditional's output (a table passed through a branch would be copied).
-    That branch runs when the first value of ``args[0]`` is ordinary: a
-    number (not a NaN row from a failed guard), an int above -2**31. The
-    other branch gives the same values through `_scattered`; it keeps XLA
-    from proving the conditional trivial (XLA turns a conditional of cheap
-    element-wise branches into a select, and fuses it). A scatter alone
-    also stops fusion, but loops over rows: RoPE's tables cost 4x more
-    under `jax.jit`.
-    """
-    if not in_xla():
-        return fn(*args)
-    probe = ops.reshape(args[0], (-1,))[:1]
-    if backend.is_float_dtype(dtype_name(probe)):
-        ordinary = ops.equal(probe, probe)
-    else:
-        ordinary = ops.not_equal(probe, np.iinfo(dtype_name(probe)).min)
-    return ops.cond(
-        ops.all(ordinary),
-        lambda: tuple(fn(*args)),
-        lambda: tuple(_scattered(t) for t in fn(*args)),
-    )
-
-
-def _scattered(t):
-    """`t` scattered (exactly) into a zero buffer: a copy XLA does not fuse."""
-    length = t.shape[0]  # None (TF) or symbolic (jax2tf) when dynamic
-    rows = t if isinstance(length, int) and length > 1 else ops.concatenate([t, t])
-    count = ops.shape(rows)[0]
-    index = ops.expand_dims(ops.arange(count, dtype="int32"), -1)
-    out = ops.scatter_update(ops.zeros_like(rows), index, rows)
-    return out if rows is t else out[: ops.shape(t)[0]]
 
 
 def not_autograph(fn):
@@ -157,8 +180,11 @@ def static_value(x):
         import torch
 
         if isinstance(x, torch.Tensor):
-            # Subclasses include the fake tensors `torch.export` traces with.
-            return x.detach().cpu().numpy() if type(x) is torch.Tensor else None
+            # Subclasses include the fake tensors `torch.export` traces with;
+            # under `torch.compile` a tensor's value is not known either.
+            if type(x) is not torch.Tensor or torch.compiler.is_compiling():
+                return None
+            return x.detach().cpu().numpy()
     return ops.convert_to_numpy(x)
 
 
@@ -172,28 +198,12 @@ def is_traced(x):
         return in_graph()
     import torch
 
-    return type(x) is not torch.Tensor
+    return type(x) is not torch.Tensor or torch.compiler.is_compiling()
 
 
 def is_tensor(x):
     """Whether `x` is a backend tensor (not a Python or symbolic dimension)."""
     return ops.is_tensor(x)
-
-
-def executing_eagerly():
-    """Whether ops run now: not in a TF graph, not compiled by `torch.compile`.
-
-    Under `jax.jit` this is True: a concrete array used there is a constant.
-    """
-    if NAME == "tensorflow":
-        import tensorflow as tf
-
-        return tf.executing_eagerly()
-    if NAME == "torch":
-        import torch
-
-        return not torch.compiler.is_compiling()
-    return True
 
 
 def in_graph():

@@ -26,12 +26,11 @@ eagerly. The graph has no float64 op.
 """
 
 import functools
-from typing import Any
 
 import numpy as np
 from keras import ops
 
-from keras_posenc import _backend
+from keras_posenc import _backend, _platform, cache
 from keras_posenc._arguments import POSITION_LIMIT
 from keras_posenc._phase_constants import (
     FINE_ROWS,
@@ -68,7 +67,8 @@ def _pair_turns():
 
 _PAIR_TURNS = _pair_turns()
 _PAIR_OFFSETS = np.array([[0], [len(TURN_TABLE)]], np.int32)  # sin, cos
-# Most values an encoder keeps for eager calls at known positions (32 MiB).
+# Most values an encoder keeps for one eager span at known positions (32 MiB;
+# the cache's budget, shared by everything kept, may allow less).
 KEPT_VALUES = 2**23
 # Rows kept for decoding steps: one engine run serves 448 to 512 steps (a
 # run costs about ten steps on eager torch, almost whatever its length).
@@ -134,9 +134,9 @@ def _coarse(q, consts):
     """sin and cos of ``q * w`` for every column: ``q.shape + [C]`` each.
 
     Each phase is reduced once per frequency, under XLA once per call
-    (XLA would otherwise redo it for every fine row).
+    (XLA would otherwise redo it for every fine row: `_platform`).
     """
-    sin, cos = _backend.materialized(_sincos, q, consts)
+    sin, cos = _platform.computed_once(lambda q: _sincos(q, consts), q)
     return _columns(sin, consts), _columns(cos, consts)
 
 
@@ -197,7 +197,7 @@ class Encoder:
     def __init__(self, consts: PhaseConstants):
         self.consts = consts
         # (base, rows, steps) of the block that `block` last computed.
-        self._block: tuple[int, Any, list] | None = None
+        self.slot = cache.Slot(self)
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )
@@ -242,20 +242,30 @@ class Encoder:
     def block(self, first, end):
         """``(base, rows, steps)``: kept rows from `base`, covering ``[first, end)``.
 
-        For eager calls at known positions. Decoding asks for one position
-        per layer and step: the `step_rows` rows from ``64 * floor(first / 64)``
-        are computed once and kept, so the next steps (and every layer sharing
-        this encoder) read them, with the bits of `rows`, without running
-        the engine; `steps` holds them one by one (``[1, C]`` each, split in
-        one op), so a one-position step costs no op at all (a TF eager slice
-        costs more than a plain Keras layer's whole call). A longer span (a
-        prompt, which every layer of a model asks for in turn) is kept the
-        same way, from ``64 * floor(first / 64)``, with `steps` empty; see
-        `keeps`.
+        For eager calls at known positions (never inside a trace: the rows
+        would become constants of the compiled program). Decoding asks for
+        one position per layer and step: the `step_rows` rows from
+        ``64 * floor(first / 64)`` are computed once and kept (`cache`), so
+        the next steps (and every layer sharing this encoder) read them,
+        with the bits of `rows`, without running the engine; `steps` holds
+        them one by one (``[1, C]`` each, split in one op), so a
+        one-position step costs no op at all (a TF eager slice costs more
+        than a plain Keras layer's whole call). A longer span (a prompt,
+        which every layer of a model asks for in turn) is kept the same
+        way, from ``64 * floor(first / 64)``, with `steps` empty; see
+        `keeps`. Callers hand the rows out through `_backend.owned`.
         """
-        block = self._block
-        if block is None or not block[0] <= first < end <= block[0] + len(block[1]):
-            block = self._block = self._keep(first, end)
+
+        def serves(block):
+            return block[0] <= first < end <= block[0] + len(block[1])
+
+        block = self.slot.get(serves)
+        if block is None:
+            block = self._keep(first, end)
+            base, rows, steps = block
+            # Split steps are copies on TensorFlow and JAX (views on torch).
+            copies = 2 if steps and _backend.NAME != "torch" else 1
+            self.slot.put(block, copies * _backend.nbytes(rows))
         return block
 
     def _keep(self, first, end):
@@ -266,24 +276,28 @@ class Encoder:
                 return base, rows, _backend.unstack(rows[:, None])
         count = end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
-        with _backend.eager_scope():  # concrete under `jax.jit` too
+        with _backend.eager_scope():
             return base, self.rows(ops.convert_to_tensor(base, "int32"), count), []
 
     def step_block(self, first):
         """``(base, rows)``: the `step_rows` rows of the decoding block that
         serves steps from `first` (from ``64 * floor(first / 64)``, or the
-        last block below 2**31); eager, concrete under `jax.jit` too."""
+        last block below 2**31), computed now."""
         count = self.step_rows
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():
             return base, self._range(ops.convert_to_tensor(base, "int32"), count)
 
     def keeps(self, first, end):
-        """Whether `block` serves ``[first, end)``: at most `KEPT_VALUES` values."""
-        return 0 < end - first and (
-            end - first <= FINE_ROWS
-            or (end - first + FINE_ROWS) * self.width <= KEPT_VALUES
-        )
+        """Whether `block` serves ``[first, end)``: a decoding step, or a span
+        of at most `KEPT_VALUES` values, whose block fits the cache's budget."""
+        if end - first <= 0:
+            return False
+        if end - first <= FINE_ROWS:
+            copies = 1 if _backend.NAME == "torch" else 2  # rows and split steps
+            return cache.fits(copies * 4 * self.step_rows * self.width)
+        values = (end - first + FINE_ROWS) * self.width
+        return values <= KEPT_VALUES and cache.fits(4 * values)
 
     def recent_rows(self, first, end):
         """Rows for positions ``[first, end)`` (see `keeps`), read from `block`."""

@@ -18,6 +18,30 @@ MERGES = ("add", "concat", None)
 OUT_OF_RANGE = ("error", "extend")
 
 
+def check_table_options(mode, max_length, out_of_range):
+    """`mode`, `max_length` and `out_of_range` of a layer with a lookup mode.
+
+    `max_length` is required with `mode="lookup"` and refused with
+    `"compute"` (which has no length limit); returns it normalised.
+    """
+    _arguments.check_choice("mode", mode, MODES)
+    _arguments.check_choice("out_of_range", out_of_range, OUT_OF_RANGE)
+    if mode == "compute":
+        if max_length is not None:
+            raise invalid(
+                "max_length",
+                "None with mode='compute' (it has no length limit; "
+                "use mode='lookup' for a table of max_length rows)",
+                max_length,
+            )
+        return None
+    if max_length is None:
+        raise invalid("max_length", "a positive integer with mode='lookup'", None)
+    return _arguments.check_positive_int(
+        "max_length", max_length, _arguments.MAX_LENGTH
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class SinusoidalOptions:
     """The options of a sinusoidal encoding, checked when constructed.
@@ -48,42 +72,26 @@ class SinusoidalOptions:
             object.__setattr__(self, name, value)
 
         normalise("max_wavelength", _arguments.check_wavelength(self.max_wavelength))
-        _arguments.check_choice("mode", self.mode, MODES)
         _arguments.check_choice("merge", self.merge, MERGES)
         _arguments.check_choice("layout", self.layout, LAYOUTS)
-        _arguments.check_choice("out_of_range", self.out_of_range, OUT_OF_RANGE)
         _arguments.check_bool("scale_inputs", self.scale_inputs)
         normalise(
             "sequence_axis", _arguments.check_int("sequence_axis", self.sequence_axis)
         )
         if self.depth is not None:
             normalise("depth", _arguments.check_depth(self.depth))
-        self._check_max_length(normalise)
+        normalise(
+            "max_length",
+            check_table_options(self.mode, self.max_length, self.out_of_range),
+        )
+        if self.mode == "lookup" and self.depth is not None:
+            _arguments.check_table_bytes(self.max_length, self.depth)
         if self.merge == "concat" and self.depth is None:
             raise invalid("depth", "a positive integer with merge='concat'", None)
         if self.scale_inputs and self.merge != "add":
             raise invalid(
                 "scale_inputs", f"False unless merge='add' (merge={self.merge!r})", True
             )
-
-    def _check_max_length(self, normalise):
-        if self.mode == "compute":
-            if self.max_length is not None:
-                raise invalid(
-                    "max_length",
-                    "None with mode='compute' (it has no length limit; "
-                    "use mode='lookup' for a table of max_length rows)",
-                    self.max_length,
-                )
-            return
-        if self.max_length is None:
-            raise invalid("max_length", "a positive integer with mode='lookup'", None)
-        max_length = _arguments.check_positive_int(
-            "max_length", self.max_length, _arguments.MAX_LENGTH
-        )
-        normalise("max_length", max_length)
-        if self.depth is not None:
-            _arguments.check_table_bytes(max_length, self.depth)
 
     @property
     def lowest_position(self):

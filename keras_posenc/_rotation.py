@@ -10,19 +10,12 @@ they give the same bits.
 """
 
 import functools
-from typing import Any
 
 import numpy as np
 from keras import ops
 
-from keras_posenc import _backend, _engine
-from keras_posenc._rows import ComputedRows
-
-
-@functools.lru_cache(maxsize=64)
-def row_source(config, dim):
-    """The engine's rows ``[sin | cos]`` for one `RopeConfig` and dimension."""
-    return ComputedRows(_engine.rotary_encoder(config.frequencies(dim)))
+from keras_posenc import _backend, _engine, _platform, cache
+from keras_posenc._rows import ComputedRows, LookupTable
 
 
 def cos_sin(rows, dim, attention, layout, signed):
@@ -89,21 +82,38 @@ def rotate(x, cos, sin, layout, dim, features):
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def rotation(attention, layout, seq, rank, dim, features, batched):
-    """`rotate` with the rows of the call's positions, compiled once.
+def table_columns(rows, dim, attention, layout):
+    """The columns a RoPE lookup table keeps: ``[cos | signed sin]``, ``2 dim``."""
+    cos, sin = cos_sin(rows, dim, attention, layout, True)
+    return ops.concatenate([cos, sin], axis=-1)
 
-    The tables are built once per call and broadcast over every other axis.
+
+def _broadcast(tables, dim, seq, rank, batched):
+    """cos and signed sin in the rotation's broadcast shape (sequence on `seq`)."""
+    shape = [1] * rank
+    shape[seq], shape[-1] = ops.shape(tables[0])[-2], dim
+    if batched:
+        shape[0] = ops.shape(tables[0])[0]
+    return tuple(_backend.reshape(t, shape) for t in tables)
+
+
+def _rotation(attention, layout, seq, rank, dim, features, batched, from_table):
+    """`rotate` at the call's positions, compiled once for eager callers.
+
+    `from_table`: the second argument is a lookup table's ``[cos | signed
+    sin]`` rows (`table_columns`); else the engine's rows ``[sin | cos]``,
+    whose tables are built once per call and broadcast over every other
+    axis (XLA would otherwise rebuild them per head: `_platform`).
     """
 
     def rotate_rows(x, rows):
-        # Tables written once: XLA would otherwise rebuild them per head.
-        cos, sin = _backend.materialized(cos_sin, rows, dim, attention, layout, True)
-        shape = [1] * rank
-        shape[seq], shape[-1] = ops.shape(cos)[-2], dim
-        if batched:
-            shape[0] = ops.shape(cos)[0]
-        cos, sin = (_backend.reshape(t, shape) for t in (cos, sin))
+        if from_table:
+            tables = (rows[..., :dim], rows[..., dim:])
+        else:
+            tables = _platform.computed_once(
+                lambda rows: cos_sin(rows, dim, attention, layout, True), rows
+            )
+        cos, sin = _broadcast(tables, dim, seq, rank, batched)
         return rotate(x, cos, sin, layout, dim, features)
 
     compiled = _backend.compile_function(rotate_rows)
@@ -126,41 +136,35 @@ def rotation(attention, layout, seq, rank, dim, features, batched):
     return bucketed
 
 
-@functools.lru_cache(maxsize=64)
-def step_rotation(layout, dim, features):
-    """`rotate` for decoding steps, whose tables come from `StepTables`.
-
-    Compiled on JAX (one dispatch instead of eight, with XLA's rounding as
-    in a full call); element-wise ops elsewhere, as in a full call there.
-    """
-    return _backend.jit_on_jax(
-        functools.partial(rotate, layout=layout, dim=dim, features=features)
-    )
-
-
 class StepTables:
     """cos and signed sin of the current decoding block, for decoding steps.
 
     A decoding step (eager, at most 64 known positions) reads slices of
-    tables kept in the rotation's broadcast shape ``[rows, 1, ..., dim]``
-    (`trailing` ones, for the axes between the sequence and the features):
-    two slices per call instead of building tables. The values are those
-    `cos_sin` gives for the same rows, so the bits are the full call's. The
-    rows are a fresh `Encoder.step_block`, not the prompt the encoder may
-    keep: one shape per encoder, compiled once on eager JAX.
+    tables kept (`cache`) in the rotation's broadcast shape ``[rows, 1, ...,
+    dim]`` (`trailing` ones, for the axes between the sequence and the
+    features): two slices per call instead of building tables. The values
+    are those `cos_sin` gives for the same rows, so the bits are the full
+    call's. The rows are a fresh `Encoder.step_block`, not the prompt the
+    encoder may keep: one shape per encoder, compiled once on eager JAX.
     """
 
     def __init__(self, encoder, dim, attention, layout, trailing):
         self.encoder = encoder
         self.dim, self.attention, self.layout = dim, attention, layout
         self.trailing = trailing
-        self._cached: tuple[int, Any, Any, list] | None = None  # base, cos, sin, steps
+        self.slot = cache.Slot(self)  # (base, cos, sin, steps)
 
     def __call__(self, first, end):
-        cached = self._cached
-        if cached is None or not cached[0] <= first < end <= cached[0] + len(cached[3]):
-            self._cached = cached = self._keep(first)
-        base, cos, sin, steps = cached
+        def serves(kept):
+            return kept[0] <= first < end <= kept[0] + len(kept[3])
+
+        kept = self.slot.get(serves)
+        if kept is None:
+            kept = self._keep(first)
+            # cos and sin, and their steps (copies, but views on torch).
+            tables = 1 if _backend.NAME == "torch" else 2
+            self.slot.put(kept, 2 * tables * _backend.nbytes(kept[1]))
+        base, cos, sin, steps = kept
         if end - first == 1:
             return steps[first - base]
         return cos[first - base : end - base], sin[first - base : end - base]
@@ -168,7 +172,7 @@ class StepTables:
     def _keep(self, first):
         """``(base, cos, sin, steps)`` of the encoder's decoding block for `first`."""
         base, rows = self.encoder.step_block(first)
-        with _backend.eager_scope():  # concrete under `jax.jit` too
+        with _backend.eager_scope():
             tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
             shape = (self.encoder.step_rows, *([1] * self.trailing), self.dim)
             cos, sin = (ops.reshape(t, shape) for t in tables)
@@ -178,10 +182,100 @@ class StepTables:
 
 
 @functools.lru_cache(maxsize=64)
-def step_tables(config, dim, layout, trailing):
-    """The shared `StepTables` of one configuration and input layout."""
-    encoder = row_source(config, dim).encoder
+def _step_tables(config, dim, layout, trailing):
+    """The `StepTables` of one configuration and input layout, shared by layers."""
+    encoder = _engine.rotary_encoder(config.frequencies(dim))
     return StepTables(encoder, dim, config.attention_factor, layout, trailing)
+
+
+@functools.lru_cache(maxsize=16)
+def function_rows(config, dim):
+    """The engine's rows for `rotary_cos_sin` (kept rows pinned: no layer)."""
+    return ComputedRows(_engine.rotary_encoder(config.frequencies(dim)), pinned=True)
+
+
+class LayerRotation:
+    """What one `RotaryEmbedding` rotates with: its rows, tables and steps.
+
+    Held by the layer, so a call reads plain attributes and dicts (no global
+    cache lookup, nothing `torch.compile` has to break a graph for); made
+    per rotary dimension on first use. In lookup mode the table of
+    `max_length` positions is built by `build` for one dimension.
+
+    Args:
+        config: a `RopeConfig`.
+        layout: `"half"` or `"interleaved"`.
+        max_length: int or `None`. Rows of the lookup table (lookup mode).
+        extend: bool. Whether positions outside the table are computed
+            (else refused, as in `_rows.LookupTable`).
+    """
+
+    def __init__(self, config, layout, max_length=None, extend=False):
+        self.config, self.layout = config, layout
+        self.max_length, self.extend = max_length, extend
+        self.table = None  # a `_rows.LookupTable` of `table_columns` (lookup)
+        self.table_dim = None
+        self._rows = {}  # dim -> `_rows.ComputedRows`
+        self._steps = {}  # (dim, trailing) -> `StepTables` (shared, counted)
+        self._rotations = {}  # the call's layout -> a rotation
+
+    def rows(self, dim):
+        """The engine's rows ``[sin | cos]`` for rotary dimension `dim`."""
+        source = self._rows.get(dim)
+        if source is None:
+            encoder = _engine.rotary_encoder(self.config.frequencies(dim))
+            source = self._rows[dim] = ComputedRows(encoder)
+        return source
+
+    def build_table(self, dim):
+        """Builds the lookup table for `dim` (lookup mode): once."""
+        if self.table_dim != dim:
+            attention, layout = self.config.attention_factor, self.layout
+
+            def columns(rows):
+                return table_columns(rows, dim, attention, layout)
+
+            source = self.rows(dim)
+            fallback = source if self.extend else None
+            self.table = LookupTable(
+                source.encoder, self.max_length, fallback, columns, 2 * dim
+            )
+            self.table_dim = dim
+        return self.table
+
+    def steps(self, dim, trailing):
+        """The shared `StepTables` of `dim` for inputs with `trailing` axes."""
+        tables = self._steps.get((dim, trailing))
+        if tables is None:
+            tables = _step_tables(self.config, dim, self.layout, trailing)
+            tables.slot.add_user(self)
+            self._steps[dim, trailing] = tables
+        return tables
+
+    def rotation(self, seq, rank, dim, features, batched, from_table=False):
+        """`rotate` for one input layout (see `_rotation`)."""
+        key = (seq, rank, dim, features, batched, from_table)
+        rotation = self._rotations.get(key)
+        if rotation is None:
+            attention = self.config.attention_factor
+            rotation = self._rotations[key] = _rotation(attention, self.layout, *key)
+        return rotation
+
+    def step_rotation(self, dim, features):
+        """`rotate` for decoding steps, whose tables come from `StepTables`.
+
+        Compiled on JAX (one dispatch instead of eight, with XLA's rounding
+        as in a full call); element-wise ops elsewhere, as in a full call.
+        """
+        key = ("step", dim, features)
+        rotation = self._rotations.get(key)
+        if rotation is None:
+            rotation = self._rotations[key] = _backend.jit_on_jax(
+                functools.partial(
+                    rotate, layout=self.layout, dim=dim, features=features
+                )
+            )
+        return rotation
 
 
 def pair_signs(dim, layout):

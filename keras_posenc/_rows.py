@@ -16,15 +16,15 @@ from keras_posenc import _arguments, _backend, _engine
 from keras_posenc._phase_constants import FINE_ROWS
 
 
-def decoding_range(positions):
+def decoding_range(positions, encoder):
     """``(first, end)`` of an eager span of at most 64 known positions, or `None`.
 
-    Such a call (a decoding step) reads rows from the encoder's cached block
+    Such a call (a decoding step) reads rows from the encoder's kept block
     (`_engine.Encoder.block`) instead of running the engine.
     """
     known_range = positions.known_range
     if known_range and 0 < known_range[1] - known_range[0] <= FINE_ROWS:
-        if _backend.executing_eagerly():
+        if encoder.keeps(*known_range) and not _backend.tracing():
             return known_range
     return None
 
@@ -34,7 +34,7 @@ def kept_range(positions, encoder):
     `encoder` keeps (`_engine.Encoder.keeps`: a decoding step, or a prompt
     that every layer asks for in turn), or `None`."""
     known_range = positions.known_range
-    if known_range and encoder.keeps(*known_range) and _backend.executing_eagerly():
+    if known_range and encoder.keeps(*known_range) and not _backend.tracing():
         return known_range
     return None
 
@@ -44,15 +44,25 @@ class ComputedRows:
 
     Args:
         encoder: an `_engine.Encoder`.
+        pinned: bool. Whether the rows the encoder keeps stay while no layer
+            uses them (function calls); else they go with the last row
+            source of a layer that uses the encoder.
     """
 
-    def __init__(self, encoder):
+    def __init__(self, encoder, pinned=False):
         self.encoder = encoder
+        if pinned:
+            encoder.slot.pin()
+        else:
+            encoder.slot.add_user(self)
 
-    def __call__(self, positions):
+    def __call__(self, positions, alone=False):
+        """The rows of `positions`; with `alone` (they leave the package as
+        they are) never a view of kept rows."""
         kept = kept_range(positions, self.encoder)
-        if kept is not None:
-            return self.encoder.recent_rows(*kept)  # checked: no guard
+        if kept is not None:  # checked: no guard
+            rows = self.encoder.recent_rows(*kept)
+            return _backend.owned(rows) if alone else rows
         if positions.is_span and not positions.batched_span:
             rows = self.encoder.rows(positions.start, positions.length)
         else:
@@ -63,22 +73,32 @@ class ComputedRows:
 class LookupTable:
     """`max_length` rows built once, read by slicing or gathering.
 
-    A position outside ``[0, max_length)`` is never a silently wrong row:
-    with a `fallback` source its rows are computed there (exact); without
-    one it raises (eagerly, or at trace time when known) or fails the
-    run-time guard (a graph assertion; NaN rows under XLA and `jax.jit`).
+    A shared span is a slice (a dynamic slice when its start is only known
+    at run time), anything else a gather. A position outside
+    ``[0, max_length)`` is never a silently wrong row: with a `fallback`
+    source its rows are computed there (exact); without one it raises
+    (eagerly, or at trace time when known) or fails the run-time guard (a
+    graph assertion; NaN rows under XLA and `jax.jit`).
 
     Args:
         encoder: an `_engine.Encoder` (builds the table).
         max_length: int. Rows of the table.
         fallback: a row source for positions outside the table, or `None`.
+        columns: what the table keeps of the engine's rows (a function of
+            them, applied to the fallback's rows too), or `None` for the
+            rows themselves.
+        width: int. Columns of the table (defaults to the encoder's).
     """
 
-    def __init__(self, encoder, max_length, fallback=None):
-        _arguments.check_table_bytes(max_length, encoder.width)
-        self.encoder, self.max_length, self.fallback = encoder, max_length, fallback
+    def __init__(self, encoder, max_length, fallback=None, columns=None, width=None):
+        self.width = width or encoder.width
+        _arguments.check_table_bytes(max_length, self.width)
+        self.encoder, self.max_length = encoder, max_length
+        self.fallback, self.columns = fallback, columns
+        encoder.slot.add_user(self)
         with _backend.eager_scope():
-            self.table = encoder.rows(ops.convert_to_tensor(0, "int32"), max_length)
+            rows = encoder.rows(ops.convert_to_tensor(0, "int32"), max_length)
+            self.table = rows if columns is None else columns(rows)
 
     def message(self, position):
         return (
@@ -88,43 +108,73 @@ class LookupTable:
             "or mode='compute'."
         )
 
-    def __call__(self, positions):
+    def __call__(self, positions, alone=False):
+        """The rows of `positions`; with `alone` never a view of the table."""
         known_range = positions.known_range
         if known_range is not None:
             first, end = known_range
             if first < end and (first < 0 or end > self.max_length):
-                return self._outside(first if first < 0 else end - 1, positions)
-            step = decoding_range(positions)
+                return self._outside(first if first < 0 else end - 1, positions, alone)
+            step = None if self.columns else decoding_range(positions, self.encoder)
             if step is not None:  # the encoder's kept block: the table's bits
-                return self.encoder.recent_rows(*step)
-            return positions.guard(self.table[first:end])
-        values = positions.as_values()
+                rows = self.encoder.recent_rows(*step)
+            else:
+                rows = positions.guard(self.table[first:end])
+            return _backend.owned(rows) if alone else rows
         known = positions.known_values()
         if known is not None:
             outside = known[(known < 0) | (known >= self.max_length)]
             if outside.size:
-                return self._outside(int(outside.flat[0]), positions)
-            return positions.guard(ops.take(self.table, values, axis=0))
-        inside = ops.logical_and(
-            ops.greater_equal(values, 0), ops.less(values, self.max_length)
+                return self._outside(int(outside.flat[0]), positions, alone)
+            values = positions.as_values()
+            return positions.guard(ops.take(self.table, values, axis=0))  # a copy
+        return self._at_runtime(positions)
+
+    def _at_runtime(self, positions):
+        """Rows of positions known when the graph runs, under the guard."""
+        sliced = (
+            positions.is_span
+            and not positions.batched_span
+            and _arguments.is_int(positions.length)
+            and positions.length <= self.max_length
         )
+        if sliced:
+            start, length = positions.start, positions.length
+            inside = ops.logical_and(
+                ops.greater_equal(start, 0),
+                ops.less_equal(start, self.max_length - length),
+            )
+            # Clamped into the table (as XLA would); rows outside it fail the guard.
+            first = ops.clip(start, 0, self.max_length - length)
+            begin = ops.stack([ops.cast(first, "int32"), 0])
+            read = ops.slice(self.table, begin, (length, self.width))
+            inside_rows = ops.broadcast_to(inside, (length,))
+        else:
+            values = positions.as_values()
+            inside_rows = ops.logical_and(
+                ops.greater_equal(values, 0), ops.less(values, self.max_length)
+            )
+            inside = ops.all(inside_rows)
+            read = ops.take(self.table, ops.where(inside_rows, values, 0), axis=0)
         if self.fallback is not None:
             rows = ops.cond(
-                ops.all(inside),
-                lambda: ops.take(self.table, values, axis=0),
-                lambda: self.fallback(dataclasses.replace(positions, checks=())),
+                inside,
+                lambda: read,
+                lambda: self._fallback(dataclasses.replace(positions, checks=())),
             )
             return positions.guard(rows)
         # The call's own checks first: their message names the argument.
-        rows = positions.guard(
-            ops.take(self.table, ops.where(inside, values, 0), axis=0)
-        )
-        return _backend.guard(rows, [(inside, self.message("<runtime>"))])
+        rows = positions.guard(read)
+        return _backend.guard(rows, [(inside_rows, self.message("<runtime>"))])
 
-    def _outside(self, position, positions):
+    def _fallback(self, positions, alone=False):
+        rows = self.fallback(positions, alone)
+        return rows if self.columns is None else self.columns(rows)
+
+    def _outside(self, position, positions, alone=False):
         if self.fallback is None:
             raise ValueError(self.message(position))
-        return self.fallback(positions)
+        return self._fallback(positions, alone)
 
 
 def sinusoidal_rows(options, width):

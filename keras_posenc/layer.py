@@ -163,10 +163,18 @@ class SinusoidalPositionEncoding(PositionLayer):
         _check_dense(inputs)
         self._options.check_inputs_dtype(_backend.dtype_name(inputs))
         width, axis = self._layout(inputs.shape)
+        if width != self._rows.encoder.width:
+            expected = (
+                f"inputs whose encoding is {self._rows.encoder.width} features wide "
+                "(the layer was built for them; make a new layer for another width)"
+            )
+            shape = f"<shape={tuple(inputs.shape)}>"
+            raise _arguments.invalid("inputs", expected, shape)
         parsed = _positions.in_call(
             inputs, axis, start_index, positions, low=self._options.lowest_position
         )
-        return self._merge(inputs, self._rows(parsed), width, axis)
+        rows = self._rows(parsed, alone=self.merge is None)
+        return self._merge(inputs, rows, width, axis)
 
     def _merge(self, inputs, encoding, width, axis):
         """Casts once, places the sequence axis, and merges with the inputs."""

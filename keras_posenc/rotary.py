@@ -14,12 +14,13 @@ from keras_posenc import (
     _rotation,
 )
 from keras_posenc._keras import PositionLayer, keras, output_shape
+from keras_posenc._options import check_table_options
 from keras_posenc._rope_config import (
     LAYOUTS,
     RopeConfig,
     check_rotary_dim,
 )
-from keras_posenc._rows import decoding_range
+from keras_posenc._rows import ComputedRows, decoding_range
 
 
 @_backend.not_autograph
@@ -113,7 +114,7 @@ def rotary_cos_sin(
     parsed = _positions.explicit(
         "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
-    table = _rotation.row_source(config, dim)(parsed)
+    table = _rotation.function_rows(config, dim)(parsed)
     sections = config.channel_rows(dim)
     if sections is not None and len(parsed.values.shape) == 3:
         _rotary_inputs.check_section_shape(parsed.values.shape)
@@ -164,6 +165,23 @@ class RotaryEmbedding(PositionLayer):
             sections. Defaults to `None`.
         sequence_axis: int. Axis of positions. Defaults to `1`.
         feature_axis: int. Axis of features. Defaults to `-1`.
+        mode: `"compute"` or `"lookup"`. `"compute"` computes the cos/sin
+            of the call's positions (any int32 position, no length limit).
+            `"lookup"` builds the cos/sin of positions `[0, max_length)`
+            once in `build` (as serving engines keep a cos/sin cache) and
+            reads them with the call's start, also a run-time one (a
+            dynamic slice): the cheapest path, the same bits. Multimodal
+            (`[3, batch, length]`) positions are computed. Defaults to
+            `"compute"`.
+        max_length: int. Positions of the lookup table; required with
+            `mode="lookup"` (a table of at most 1 GiB unless
+            `KERAS_POSENC_MAX_TABLE_BYTES` allows more), `None` with
+            `"compute"`.
+        out_of_range: what `"lookup"` mode does with a position outside
+            `[0, max_length)`: `"error"` raises (eagerly, at trace time
+            when static, as a graph assertion otherwise; under XLA or
+            `jax.jit` the outputs are NaN instead) and `"extend"` computes
+            the exact values. Defaults to `"error"`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -199,6 +217,9 @@ class RotaryEmbedding(PositionLayer):
         inverse_frequencies: Sequence[float] | None = None,
         sequence_axis: int = 1,
         feature_axis: int = -1,
+        mode: str = "compute",
+        max_length: int | None = None,
+        out_of_range: str = "error",
         **kwargs: Any,
     ) -> None:
         config = RopeConfig.build(
@@ -207,12 +228,19 @@ class RotaryEmbedding(PositionLayer):
         layout = _arguments.check_choice("layout", layout, LAYOUTS)
         sequence_axis = _arguments.check_int("sequence_axis", sequence_axis)
         feature_axis = _arguments.check_int("feature_axis", feature_axis)
+        max_length = check_table_options(mode, max_length, out_of_range)
+        if max_length is not None and rotary_dim is not None:
+            _arguments.check_table_bytes(max_length, 2 * int(rotary_dim))
         super().__init__(**kwargs)
         _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
         self.rope_config = config
         self.rotary_dim = None if rotary_dim is None else int(rotary_dim)
         self.layout = layout
         self.sequence_axis, self.feature_axis = sequence_axis, feature_axis
+        self.mode, self.max_length, self.out_of_range = mode, max_length, out_of_range
+        self._rotation = _rotation.LayerRotation(
+            config, layout, max_length, extend=out_of_range == "extend"
+        )
 
     @classmethod
     def from_hf_config(cls, config, *, seq_len=None, layer_type=None, **kwargs):
@@ -292,7 +320,9 @@ class RotaryEmbedding(PositionLayer):
         return _rotary_inputs.rotary_layout(tuple(shape), *options, self.rope_config)
 
     def build(self, input_shape):
-        self._layout(input_shape)
+        _, _, dim = self._layout(input_shape)
+        if self.mode == "lookup":
+            self._rotation.build_table(dim)
         super().build(input_shape)
 
     def call(self, inputs: Any, start_index: Any = 0, positions: Any = None) -> Any:
@@ -300,6 +330,14 @@ class RotaryEmbedding(PositionLayer):
         if not backend.is_float_dtype(dtype):
             raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
         seq, feat, dim = self._layout(inputs.shape)
+        table_dim = self._rotation.table_dim
+        if self.mode == "lookup" and dim != table_dim:
+            expected = (
+                f"{table_dim} features to rotate (the lookup table was built for "
+                "them; make a new layer for another width)"
+            )
+            shape = f"<shape={tuple(inputs.shape)}>"
+            raise _arguments.invalid("inputs", expected, shape)
         last = len(inputs.shape) - 1
         x = inputs if feat == last else ops.moveaxis(inputs, feat, -1)
         out = self._rotate(x, seq - int(feat < seq), dim, start_index, positions)
@@ -308,30 +346,34 @@ class RotaryEmbedding(PositionLayer):
     def _rotate(self, x, seq, dim, start_index, positions):
         """`x` (features last, sequence axis `seq`) rotated at its positions."""
         config, features = self.rope_config, x.shape[-1]
-        rows = _rotation.row_source(config, dim)
+        rotation, rows = self._rotation, self._rotation.rows(dim)
         low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
         sections = config.channel_rows(dim)
+        lookup = rotation.table if self.mode == "lookup" else None
         if sections is not None and _rotary_inputs.is_multimodal(positions):
             table = _rotary_inputs.section_rows(rows, positions, x, seq, low, sections)
+            lookup = None
         else:
             parsed = _positions.in_call(x, seq, start_index, positions, low=low)
-            step = decoding_range(parsed)
+            step = self._step(parsed, rows)
             if step is not None:
                 trailing = len(x.shape) - seq - 2
-                tables = _rotation.step_tables(config, dim, self.layout, trailing)
-                rotate = _rotation.step_rotation(self.layout, dim, features)
-                return rotate(x, *tables(*step))
-            table = rows(parsed)
-        rotate = _rotation.rotation(
-            config.attention_factor,
-            self.layout,
-            seq,
-            len(x.shape),
-            dim,
-            features,
-            len(table.shape) == 3,
+                tables = rotation.steps(dim, trailing)
+                return rotation.step_rotation(dim, features)(x, *tables(*step))
+            table = (lookup or rows)(parsed)
+        rotate = rotation.rotation(
+            seq, len(x.shape), dim, features, len(table.shape) == 3, lookup is not None
         )
         return rotate(x, table)
+
+    def _step(self, parsed, rows: ComputedRows):
+        """``(first, end)`` of a decoding step read from the step tables, or
+        `None`; in lookup mode only inside the table (else it raises there)
+        or with `out_of_range="extend"` (the same exact values)."""
+        step = decoding_range(parsed, rows.encoder)
+        if step is None or self.mode == "compute" or self.out_of_range == "extend":
+            return step
+        return step if 0 <= step[0] and step[1] <= self.max_length else None
 
     def compute_output_shape(self, input_shape):
         return output_shape(input_shape)
@@ -348,6 +390,9 @@ class RotaryEmbedding(PositionLayer):
                 "inverse_frequencies": None if given is None else list(given),
                 "sequence_axis": self.sequence_axis,
                 "feature_axis": self.feature_axis,
+                "mode": self.mode,
+                "max_length": self.max_length,
+                "out_of_range": self.out_of_range,
             }
         )
         return config

@@ -104,7 +104,7 @@ def sinusoidal_table(
     Example (needs only `import keras_posenc`, `numpy as np`):
 
     >>> table = keras_posenc.sinusoidal_table(4, 6)
-    >>> np.asarray(table)[0]
+    >>> keras.ops.convert_to_numpy(table)[0]
     array([0., 1., 0., 1., 0., 1.], dtype=float32)
     """
     depth, max_wavelength, layout, dtype = _checked_options(
@@ -119,7 +119,8 @@ def sinusoidal_table(
         length_checks=length_checks,
     )
     encoder = _engine.sinusoidal_encoder(depth, max_wavelength, layout)
-    return ops.cast(ComputedRows(encoder)(positions), dtype)
+    rows = ComputedRows(encoder, pinned=True)(positions, alone=dtype == "float32")
+    return ops.cast(rows, dtype)
 
 
 @_backend.not_autograph

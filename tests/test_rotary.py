@@ -955,10 +955,9 @@ def test_eager_jax_rotation_compilations_level_off_for_new_lengths():
     # Eager JAX compiles the rotation once per input shape; sequence lengths
     # are padded to powers of two, so after lengths up to 300, new lengths
     # compile nothing more, and the rows are those of the unpadded call.
-    from keras_posenc import _rotation
-
     layer = RotaryEmbedding()
-    rotation = _rotation.rotation(1.0, "half", 1, 3, 8, 8, False)
+    layer(_x((1, 64, 8)))
+    rotation = layer._rotation.rotation(1, 3, 8, 8, False)
 
     def call_lengths(lengths):
         for length in lengths:

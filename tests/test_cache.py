@@ -1,0 +1,313 @@
+"""What the package keeps between eager calls (`keras_posenc.cache`).
+
+Kept rows are owned (no result is a view of them), bounded (one budget,
+least recently used first, released with the layers that used them, freed
+on request), and invisible (never kept from inside a trace, never made
+under torch's inference mode): nothing a caller does, and no order of
+calls, changes a later result.
+"""
+
+import gc
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from _helpers import BACKEND, LEGACY, ROOT, TOL, exact, reference, to_numpy, traced
+
+import keras_posenc
+from keras_posenc import cache
+
+DEPTH = 16
+only_torch = pytest.mark.skipif(BACKEND != "torch", reason="torch only")
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts from an empty cache with the default budget."""
+    keras_posenc.clear_cache()
+    budget = keras_posenc.set_cache_budget(cache.DEFAULT_BUDGET)
+    yield
+    keras_posenc.set_cache_budget(budget)
+    keras_posenc.clear_cache()
+
+
+def _zeros(length, depth=DEPTH, batch=1):
+    return np.zeros((batch, length, depth), "float32")
+
+
+def _alone(**options):
+    return keras_posenc.SinusoidalPositionEncoding(merge=None, depth=DEPTH, **options)
+
+
+# Entry points whose result is the encoding alone, each at 5 positions
+# from 40 (a span the cache keeps) or 1 position (a decoding step).
+ALONE_RESULTS = {
+    "table": lambda n: keras_posenc.sinusoidal_table(n, DEPTH, start_index=40),
+    "layer": lambda n: _alone()(_zeros(n), start_index=40)[0],
+    "lookup": lambda n: _alone(mode="lookup", max_length=64)(_zeros(n), start_index=40)[
+        0
+    ],
+}
+
+
+def _edit_in_place(result):
+    """What a caller may do to a result: edit it, or the numpy array of it."""
+    if BACKEND == "torch":
+        result.add_(1.0)
+        result.numpy()[...] = 7.0
+    elif BACKEND == "tensorflow":
+        result.numpy()[...] = 7.0  # a copy: the tensor itself is immutable
+    else:
+        view = np.asarray(result)
+        assert not view.flags.writeable
+
+
+@pytest.mark.parametrize("length", [5, 1], ids=["span", "step"])
+@pytest.mark.parametrize("entry", sorted(ALONE_RESULTS))
+def test_editing_a_result_never_changes_a_later_result(entry, length):
+    # A result never shares memory with rows the package keeps (torch hands
+    # out views): edited in place, the next call (of the same entry point
+    # or another layer of the same configuration) still gives the exact rows.
+    call = ALONE_RESULTS[entry]
+    _edit_in_place(call(length))
+    want = reference(40 + np.arange(length), DEPTH)
+    for again in ALONE_RESULTS.values():
+        np.testing.assert_allclose(to_numpy(again(length)), want, atol=TOL)
+
+
+@only_torch
+def test_training_a_table_as_a_parameter_leaves_the_encoding_exact():
+    # The pattern that used to corrupt every later encoding: a table wrapped
+    # in a trainable torch Parameter, trained for a few SGD steps.
+    import torch
+
+    table = torch.nn.Parameter(keras_posenc.sinusoidal_table(128, 64))
+    optimizer = torch.optim.SGD([table], lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        (table**2).sum().backward()
+        optimizer.step()
+    fresh = keras_posenc.SinusoidalPositionEncoding()(np.zeros((1, 128, 64), "float32"))
+    np.testing.assert_allclose(
+        to_numpy(fresh)[0], reference(np.arange(128), 64), atol=TOL
+    )
+
+
+def test_a_compat_encoding_is_not_a_view_of_kept_rows():
+    # keras-hub's drop-in returns the encoding alone: the same guarantee.
+    if LEGACY:
+        pytest.skip("keras-hub is Keras 3 only")
+    from keras_posenc import compat
+
+    layer = compat.SinePositionEncoding()
+    _edit_in_place(layer(_zeros(6), start_index=40)[0])
+    again = to_numpy(layer(_zeros(6), start_index=40))[0]
+    np.testing.assert_allclose(again, reference(40 + np.arange(6), DEPTH), atol=TOL)
+
+
+# -- bounded: one budget, LRU, released with the layers, freed on request ------
+
+
+def test_everything_kept_stays_within_one_budget():
+    # Many configurations, each keeping a prompt: the total never exceeds
+    # the budget, and the most recent ones are the ones kept.
+    keras_posenc.set_cache_budget(40_000)
+    layers = [_alone(max_wavelength=100.0 + i) for i in range(12)]
+    for layer in layers:
+        layer(_zeros(400), start_index=0)  # 464 rows x 16 x 4 = 29696 bytes
+        info = keras_posenc.cache_info()
+        assert info.nbytes <= 40_000
+    assert keras_posenc.cache_info().entries == 1
+
+
+def test_the_least_recently_used_rows_go_first():
+    # Budget for two prompts: using A again before C arrives keeps A, evicts B.
+    keras_posenc.set_cache_budget(2 * 29_696)
+    a, b, c = (_alone(max_wavelength=w) for w in (101.0, 102.0, 103.0))
+    for layer in (a, b, a, c):
+        layer(_zeros(400))
+    hits_before = keras_posenc.cache_info().hits
+    a(_zeros(400))
+    assert keras_posenc.cache_info().hits == hits_before + 1
+    b(_zeros(400))
+    assert keras_posenc.cache_info().hits == hits_before + 1  # B was evicted
+
+
+def test_rows_larger_than_the_budget_are_computed_not_kept():
+    keras_posenc.set_cache_budget(1000)
+    rows = to_numpy(_alone()(_zeros(300), start_index=7))[0]
+    np.testing.assert_allclose(rows, reference(7 + np.arange(300), DEPTH), atol=TOL)
+    assert keras_posenc.cache_info().nbytes == 0
+
+
+def test_rows_of_layers_that_are_gone_are_released():
+    layer = _alone(max_wavelength=12345.0)
+    layer(_zeros(100))
+    assert keras_posenc.cache_info().entries == 1
+    del layer
+    gc.collect()
+    assert keras_posenc.cache_info().entries == 0
+
+
+def test_rows_shared_by_two_layers_stay_while_one_of_them_lives():
+    first, second = _alone(max_wavelength=777.0), _alone(max_wavelength=777.0)
+    first(_zeros(100))
+    second(_zeros(100))
+    assert keras_posenc.cache_info().entries == 1
+    del first
+    gc.collect()
+    assert keras_posenc.cache_info().entries == 1
+    del second
+    gc.collect()
+    assert keras_posenc.cache_info().entries == 0
+
+
+def test_clear_cache_frees_everything_and_later_rows_are_the_same_bits():
+    layer = _alone()
+    before = to_numpy(layer(_zeros(200), start_index=3))
+    keras_posenc.sinusoidal_table(100, 8, start_index=5)  # pinned: no layer
+    assert keras_posenc.cache_info().entries == 2
+    keras_posenc.clear_cache()
+    assert keras_posenc.cache_info() == cache.CacheInfo(
+        0, 0, cache.DEFAULT_BUDGET, 0, 0
+    )
+    assert to_numpy(layer(_zeros(200), start_index=3)).tobytes() == before.tobytes()
+
+
+def test_a_zero_budget_keeps_nothing_and_decoding_steps_keep_their_bits():
+    keras_posenc.set_cache_budget(0)
+    layer = _alone()
+    full = to_numpy(layer(_zeros(70)))[0]
+    steps = [to_numpy(layer(_zeros(1), start_index=t))[0, 0] for t in range(70)]
+    assert np.array(steps).tobytes() == full.tobytes()
+    assert keras_posenc.cache_info().entries == 0
+
+
+def test_set_cache_budget_returns_the_old_budget_and_evicts_down_to_the_new():
+    _alone()(_zeros(400))
+    assert keras_posenc.set_cache_budget(100) == cache.DEFAULT_BUDGET
+    assert keras_posenc.cache_info().nbytes == 0
+
+
+@pytest.mark.parametrize("nbytes", [-1, 1.5, "64M", None, True])
+def test_a_bad_budget_is_refused_naming_nbytes(nbytes):
+    message = (
+        "Received an invalid value for `nbytes`, expected a non-negative integer. "
+        f"Received: nbytes={nbytes!r}"
+    )
+    with pytest.raises(ValueError, match=exact(message)):
+        keras_posenc.set_cache_budget(nbytes)
+
+
+@pytest.mark.parametrize(
+    "setting, budget", [("1000", 1000), ("", cache.DEFAULT_BUDGET)]
+)
+def test_the_budget_comes_from_the_environment_at_start(setting, budget):
+    env = {**os.environ, cache.BUDGET_VARIABLE: setting}
+    code = "import keras_posenc; print(keras_posenc.cache_info().budget)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == str(budget), out.stderr[-2000:]
+
+
+def test_a_bad_budget_in_the_environment_is_refused_by_name():
+    env = {**os.environ, cache.BUDGET_VARIABLE: "lots"}
+    code = "import keras_posenc; keras_posenc.cache_info()"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "KERAS_POSENC_CACHE_BYTES must be a non-negative number of bytes" in (
+        out.stderr
+    )
+
+
+def test_threads_decoding_under_a_small_budget_get_exact_rows():
+    # Eight threads decode with layers of four configurations, evicting each
+    # other's rows all the time: every row is still the full call's.
+    keras_posenc.set_cache_budget(3 * 2**16)
+    layers = [_alone(max_wavelength=1000.0 * (1 + i % 4)) for i in range(8)]
+    fulls = [to_numpy(layer(_zeros(300)))[0] for layer in layers]
+    errors = []
+
+    def decode(layer, full):
+        for t in range(0, 300, 7):
+            row = to_numpy(layer(_zeros(1), start_index=t))[0, 0]
+            if row.tobytes() != full[t].tobytes():
+                errors.append(t)
+
+    threads = [
+        threading.Thread(target=decode, args=pair)
+        for pair in zip(layers, fulls, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert keras_posenc.cache_info().nbytes <= 3 * 2**16
+
+
+# -- invisible: nothing kept inside a trace, nothing tied to an autograd mode --
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="tf.function or jax.jit")
+@pytest.mark.parametrize("rotary", [False, True], ids=["sinusoidal", "rope"])
+def test_nothing_is_kept_from_inside_a_trace(rotary):
+    # Under jax.jit with a static start (Keras's predict and fit) or in a
+    # tf.function, kept rows would be constants of each compiled program.
+    if rotary:
+        layer, x = keras_posenc.RotaryEmbedding(), np.ones((1, 256, 2, 32), "float32")
+    else:
+        layer, x = _alone(), _zeros(256)
+    out = to_numpy(traced(lambda x: layer(x, start_index=5))(x))
+    assert keras_posenc.cache_info().entries == 0
+    assert to_numpy(layer(x, start_index=5)).tobytes() == out.tobytes()
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit")
+def test_a_jitted_call_holds_no_table_as_a_constant():
+    # Lowered with a static start, the program computes its rows: its text
+    # is far smaller than the table (4000 x 64 float32 = 1 MB) would be.
+    import jax
+
+    layer = keras_posenc.SinusoidalPositionEncoding()
+    x = np.zeros((1, 4000, 64), "float32")
+    text = jax.jit(lambda x: layer(x)).lower(x).as_text()
+    assert len(text) < 4000 * 64 * 4 // 4
+
+
+@only_torch
+@pytest.mark.parametrize("rotary", [False, True], ids=["sinusoidal", "rope"])
+def test_rows_kept_in_inference_mode_serve_later_autograd_calls(rotary):
+    # The first call (under torch.inference_mode) keeps the rows; a later
+    # call with autograd reads them and must be able to backpropagate.
+    import torch
+
+    if rotary:
+        layer, shape = keras_posenc.RotaryEmbedding(), (1, 200, 2, 16)
+    else:
+        layer, shape = keras_posenc.SinusoidalPositionEncoding(), (1, 200, DEPTH)
+    with torch.inference_mode():
+        layer(torch.zeros(shape), start_index=3)
+        layer(torch.zeros((1, 1, *shape[2:])), start_index=3)
+    for length in (200, 1):
+        x = torch.ones((1, length, *shape[2:]), requires_grad=True)
+        layer(x, start_index=3).sum().backward()
+        assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@only_torch
+def test_a_lookup_table_built_in_inference_mode_serves_autograd_calls():
+    import torch
+
+    layer = keras_posenc.SinusoidalPositionEncoding(mode="lookup", max_length=64)
+    with torch.inference_mode():
+        layer(torch.zeros((1, 8, DEPTH)))
+    x = torch.ones((1, 8, DEPTH), requires_grad=True)
+    layer(x, start_index=2).sum().backward()
+    assert x.grad is not None
