@@ -1,4 +1,4 @@
-"""`keras_posenc._backend` under compilers: the failure policy and materialized tables.
+"""`keras_posenc._backend` under compilers: the failure policy and tables computed once.
 
 A value known only when a graph runs trips a TensorFlow graph assertion
 naming the argument; where assertions cannot run (XLA, `jax.jit`) every row
@@ -91,7 +91,7 @@ def test_jax_jit_invalid_traced_start_gives_nan_rows(dtype, value):
     assert _nan_rows(build(np.array(value, dtype)))
 
 
-# -- materialized tables: the engine runs once per call under XLA ---------------
+# -- tables computed once: the engine runs once per call under XLA (_platform) --
 
 xla_only = pytest.mark.skipif(
     BACKEND not in ("jax", "tensorflow"), reason="XLA: JAX or TensorFlow"

@@ -1,0 +1,184 @@
+"""The platform choice (`keras_posenc._platform`): no device stall on a GPU.
+
+Under XLA the engine's tables are kept out of the output loop by a
+conditional on a CPU (XLA's CPU compiler strips barriers) and by an
+optimization barrier on a GPU or TPU, where a conditional on data costs a
+device-to-host copy and a wait in every call. These tests lower for the
+accelerators on this CPU machine (`jax.export`), or trace TensorFlow's
+graph as it would be placed on a GPU, and read the program.
+"""
+
+import re
+import types
+
+import numpy as np
+import pytest
+from _helpers import BACKEND, LEGACY, to_numpy
+
+import keras_posenc
+
+only_jax = pytest.mark.skipif(BACKEND != "jax", reason="jax.export")
+only_tensorflow = pytest.mark.skipif(
+    BACKEND != "tensorflow" or LEGACY, reason="TensorFlow (Keras 3)"
+)
+
+
+def data_dependent_conditionals(module):
+    """`stablehlo.case`/`if` ops of an MLIR module whose index comes from data.
+
+    A conditional over a constant, or over a chain of such conditionals (what
+    `jax.lax.platform_dependent` emits for one platform), is folded by XLA
+    and costs nothing; any other index is computed from the inputs.
+    """
+    found = []
+    for function in re.split(r"\n\s*func\.func ", module):
+        defined = {}
+        for line in function.splitlines():
+            match = re.match(r"\s*(%[\w.]+)(?::\d+)? = (.*)", line)
+            if match:
+                defined[match.group(1)] = match.group(2)
+
+        def constant(name, seen=(), defined=defined):
+            definition = defined.get(name.split("#")[0], "")
+            if definition.startswith("stablehlo.constant"):
+                return True
+            index = re.match(r'"stablehlo\.case"\((%[\w.#]+)\)', definition)
+            return (
+                bool(index)
+                and name not in seen
+                and constant(index.group(1), (*seen, name))
+            )
+
+        for name, definition in defined.items():
+            index = re.match(r'"stablehlo\.(?:case|if)"\((%[\w.#]+)', definition)
+            if index and not constant(index.group(1)):
+                found.append(f"{name} = {definition[:80]}")
+    return found
+
+
+def _jax_cases():
+    """(name, function, argument specs) of the paths that run on an accelerator."""
+    import jax
+    import jax.numpy as jnp
+
+    rope = keras_posenc.RotaryEmbedding(max_wavelength=500000.0)
+    rope_lookup = keras_posenc.RotaryEmbedding(mode="lookup", max_length=4096)
+    rope_lookup.build((1, 2048, 8, 64))
+    sinusoidal = keras_posenc.SinusoidalPositionEncoding()
+    q = jax.ShapeDtypeStruct((4, 2048, 8, 64), jnp.float32)
+    x = jax.ShapeDtypeStruct((8, 512, 256), jnp.float32)
+    start = jax.ShapeDtypeStruct((), jnp.int32)
+    starts = jax.ShapeDtypeStruct((8,), jnp.int32)
+    positions = jax.ShapeDtypeStruct((8, 512), jnp.int32)
+    rope_positions = jax.ShapeDtypeStruct((4, 2048), jnp.int32)
+    return {
+        "rope prefill": (lambda q, s: rope(q, start_index=s), (q, start)),
+        "rope positions": (lambda q, p: rope(q, positions=p), (q, rope_positions)),
+        "rope lookup": (lambda q, s: rope_lookup(q, start_index=s), (q, start)),
+        "sinusoidal": (lambda x, s: sinusoidal(x, start_index=s), (x, start)),
+        "sinusoidal per example": (
+            lambda x, s: sinusoidal(x, start_index=s),
+            (x, starts),
+        ),
+        "sinusoidal positions": (
+            lambda x, p: sinusoidal(x, positions=p),
+            (x, positions),
+        ),
+        "cos/sin": (
+            lambda s: keras_posenc.rotary_cos_sin(s + jnp.arange(2048), 128),
+            (start,),
+        ),
+    }
+
+
+def _lowered(fn, specs, platform):
+    import jax
+    from jax import export
+
+    return export.export(jax.jit(fn), platforms=[platform])(*specs).mlir_module()
+
+
+@only_jax
+@pytest.mark.parametrize("platform", ["cuda", "tpu"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "rope prefill",
+        "rope positions",
+        "rope lookup",
+        "sinusoidal",
+        "sinusoidal per example",
+        "sinusoidal positions",
+        "cos/sin",
+    ],
+)
+def test_what_jax_lowers_for_an_accelerator_has_no_conditional_on_data(case, platform):
+    fn, specs = _jax_cases()[case]
+    assert data_dependent_conditionals(_lowered(fn, specs, platform)) == []
+
+
+@only_jax
+def test_what_jax_lowers_for_a_cpu_keeps_its_conditional():
+    # The CPU keeps the conditional (barriers are stripped there): the
+    # detector above sees it, so it can fail.
+    fn, specs = _jax_cases()["rope prefill"]
+    lowered = _lowered(fn, specs, "cpu")
+    assert len(data_dependent_conditionals(lowered)) == 2  # rows, then cos/sin
+    assert "optimization_barrier" not in lowered
+
+
+@only_jax
+def test_what_jax_lowers_for_an_accelerator_holds_the_barriers():
+    fn, specs = _jax_cases()["rope prefill"]
+    assert _lowered(fn, specs, "cuda").count("stablehlo.optimization_barrier") == 2
+
+
+def _tensorflow_graph(device):
+    """Op types of a `jit_compile` RoPE prefill traced with `device` in scope,
+    and its output at start 70."""
+    import tensorflow as tf
+
+    rope = keras_posenc.RotaryEmbedding()
+
+    def call(q, s):
+        with tf.device(device):
+            return rope(q, start_index=s)
+
+    fn = tf.function(call, jit_compile=True, autograph=False)
+    q = np.random.default_rng(0).normal(size=(2, 128, 2, 64)).astype("float32")
+    concrete = fn.get_concrete_function(
+        tf.TensorSpec(q.shape, tf.float32), tf.TensorSpec((), tf.int32)
+    )
+    types = {op.type for op in concrete.graph.get_operations()}
+    for function in concrete.graph.as_graph_def().library.function:
+        types |= {node.op for node in function.node_def}
+    tf.config.set_soft_device_placement(True)  # this machine has no GPU
+    return types, to_numpy(fn(q, tf.constant(70)))
+
+
+@only_tensorflow
+def test_tensorflow_xla_on_a_gpu_has_a_barrier_and_no_conditional():
+    gpu, gpu_out = _tensorflow_graph("/GPU:0")
+    cpu, cpu_out = _tensorflow_graph("/CPU:0")
+    conditionals = {"If", "StatelessIf", "Case", "StatelessCase"}
+    assert not gpu & conditionals and "XlaOptimizationBarrier" in gpu
+    assert cpu & conditionals and "XlaOptimizationBarrier" not in cpu
+    assert gpu_out.tobytes() == cpu_out.tobytes()
+
+
+@only_tensorflow
+def test_tensorflow_takes_a_visible_gpu_for_the_accelerator_path(monkeypatch):
+    # Without a device scope, TensorFlow places the graph on a GPU or TPU
+    # whenever it sees one: the choice follows what it sees.
+    import tensorflow as tf
+
+    from keras_posenc import _platform
+
+    x = types.SimpleNamespace(device="")  # a graph tensor with no device scope
+    assert _platform.tensorflow_device_kind(x) == _platform.CPU
+
+    def visible(kind=None):
+        return ["/device:GPU:0"] if kind == "GPU" else []
+
+    monkeypatch.setattr(tf.config, "list_logical_devices", visible)
+    assert _platform.tensorflow_device_kind(x) == _platform.ACCELERATOR
