@@ -125,7 +125,7 @@ def _reshape(x, shape):
     return x.reshape(tuple(shape)) if BACKEND == "torch" else ops.reshape(x, shape)
 
 
-def _swap(x, dim):
+def swap_halves(x, dim):
     """Halves swapped: one reverse of a size-2 axis (as the layer does it)."""
     pairs = _reshape(x, (*ops.shape(x)[:-1], 2, dim // 2))
     return _reshape(ops.flip(pairs, axis=-2), ops.shape(x))
@@ -139,7 +139,7 @@ class ConstantRope(keras.layers.Layer):
         self.cos, self.sin, self.dim = cos, sin, dim
 
     def call(self, x, start_index=0):
-        return x * self.cos + _swap(x, self.dim) * self.sin
+        return x * self.cos + swap_halves(x, self.dim) * self.sin
 
 
 def floor_tables(length, dim):

@@ -144,6 +144,20 @@ def in_xla():
     )
 
 
+def host_work(fn):
+    """`fn` run as plain Python outside `torch.compile` (elsewhere `fn`).
+
+    For work done once on the host when a layer is built (exact constants
+    in `decimal`, a lookup table): Dynamo cannot trace it, and a layer
+    first called inside a compiled function builds there.
+    """
+    if NAME == "torch":
+        import torch
+
+        return torch.compiler.disable(fn)
+    return fn
+
+
 def not_autograph(fn):
     """Runs `fn` as plain Python inside a user's `tf.function`.
 
@@ -288,10 +302,34 @@ def take_rows(table, indices):
     if NAME == "torch":
         import torch
 
-        if isinstance(indices, torch.Tensor) and not isinstance(table, torch.Tensor):
+        if isinstance(indices, torch.Tensor):
             # Indexing, as Keras's `take` ends, without its checks (~60 us).
-            return torch.as_tensor(table, device=indices.device)[indices]
+            if not isinstance(table, torch.Tensor):
+                table = torch.as_tensor(table, device=indices.device)
+            return table[indices]
     return ops.take(table, indices, axis=0)
+
+
+def slice_rows(table, start, length):
+    """``table[start : start + length]`` for a start in range.
+
+    `start` is a Python int or an int32 scalar tensor, `length` an int (or a
+    scalar tensor in a TF graph). On torch a tensor start is a gather of
+    computed indices: slicing at it would read it back to the host
+    (`.item()`: a device sync per call, and a data-dependent op that
+    `torch.compile` cannot trace); elsewhere a (dynamic) slice.
+    """
+    if NAME == "torch":
+        import torch
+
+        if isinstance(start, torch.Tensor):
+            steps = torch.arange(length, device=start.device, dtype=start.dtype)
+            return table[start + steps]
+        return table[start : start + length]
+    if isinstance(start, int) and isinstance(length, int):
+        return table[start : start + length]
+    begin = ops.stack([ops.cast(start, "int32"), 0])
+    return ops.slice(table, begin, (length, table.shape[1]))
 
 
 def unstack(x):

@@ -25,7 +25,9 @@ converts with builtins only); on JAX they run under `jax.jit`; on torch,
 eagerly. The graph has no float64 op.
 """
 
+import dataclasses
 import functools
+from typing import Any
 
 import numpy as np
 from keras import ops
@@ -67,6 +69,55 @@ def _pair_turns():
 
 _PAIR_TURNS = _pair_turns()
 _PAIR_OFFSETS = np.array([[0], [len(TURN_TABLE)]], np.int32)  # sin, cos
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EngineConstants:
+    """Everything the engine multiplies, adds or gathers, for one encoder.
+
+    numpy arrays on TensorFlow and JAX (they become constants of the traced
+    graph: a SavedModel or TFLite model holds `Const` ops); tensors made
+    once on the device Keras uses on torch (a numpy array there is turned
+    into a tensor at every call, and `torch.compile` traces numpy
+    separately and breaks its graph on it).
+    """
+
+    layout: str
+    width: int
+    chunk_turns: Any  # int32 [3, 2, n]
+    chunk_rests: Any  # float32 [3, 1, n]
+    fine_u: Any  # float32 [FINE_ROWS, C]
+    fine_v: Any  # float32 [FINE_ROWS, C]
+    divisors: Any = dataclasses.field(default_factory=lambda: _CHUNK_DIVISORS)
+    wraps: Any = dataclasses.field(default_factory=lambda: _CHUNK_WRAPS)
+    moduli: Any = dataclasses.field(default_factory=lambda: _PART_MODULI)
+    weights: Any = dataclasses.field(default_factory=lambda: _PART_WEIGHTS)
+    pair_turns: Any = dataclasses.field(default_factory=lambda: _PAIR_TURNS)
+    pair_offsets: Any = dataclasses.field(default_factory=lambda: _PAIR_OFFSETS)
+
+    @classmethod
+    def of(cls, consts: PhaseConstants):
+        """The constants of `consts` (a `PhaseConstants`) for this backend."""
+        made = cls(
+            consts.layout,
+            consts.width,
+            consts.chunk_turns,
+            consts.chunk_rests,
+            consts.fine_u,
+            consts.fine_v,
+        )
+        if _backend.NAME != "torch":
+            return made
+        arrays = {
+            field.name: getattr(made, field.name)
+            for field in dataclasses.fields(made)
+            if isinstance(getattr(made, field.name), np.ndarray)
+        }
+        with _backend.eager_scope():
+            tensors = {name: ops.convert_to_tensor(a) for name, a in arrays.items()}
+        return dataclasses.replace(made, **tensors)
+
+
 # Most values an encoder keeps for one eager span at known positions (32 MiB;
 # the cache's budget, shared by everything kept, may allow less).
 KEPT_VALUES = 2**23
@@ -80,20 +131,20 @@ def _sincos(q, consts):
 
     Args:
         q: int32 ``[N]``.
-        consts: a `PhaseConstants`.
+        consts: the `EngineConstants`.
 
     Few and broadcast ops (each costs about 10 us on TF and eager torch,
     whatever its size): the chunks' products in one, sin and cos as a pair.
     """
-    shifted = ops.floor_divide(_backend.reshape(q, (-1, 1, 1, 1)), _CHUNK_DIVISORS)
-    chunks = ops.where(_CHUNK_WRAPS, ops.mod(shifted, 4096), shifted)  # [N, 3, 1, 1]
+    shifted = ops.floor_divide(_backend.reshape(q, (-1, 1, 1, 1)), consts.divisors)
+    chunks = ops.where(consts.wraps, ops.mod(shifted, 4096), shifted)  # [N, 3, 1, 1]
     # Every product is below 2**24 in magnitude, every sum below 2**26:
     # int32 is exact, in any order.
     # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
     # through numpy.)
     parts = ops.sum(ops.multiply(chunks, consts.chunk_turns), axis=1)
-    parts = ops.mod(parts, _PART_MODULI)
-    phase = ops.sum(ops.multiply(parts, _PART_WEIGHTS), axis=1, keepdims=True)
+    parts = ops.mod(parts, consts.moduli)
+    phase = ops.sum(ops.multiply(parts, consts.weights), axis=1, keepdims=True)
     phase = ops.mod(phase, 2**24)  # [N, 1, n], units of 2**-24 turns
     # Float sums never chain two additions (nor products two products):
     # TF's graph optimizer regroups such chains where shapes are known, so
@@ -110,8 +161,8 @@ def _sincos(q, consts):
     theta2 = theta * theta
     sin_t = theta * (1.0 - theta2 * (1.0 / 6.0))
     versine = theta2 * (0.5 - theta2 * (1.0 / 24.0))
-    pair_rows = _backend.add(step, _PAIR_OFFSETS)
-    turns = _backend.take_rows(_PAIR_TURNS, pair_rows)  # [N, 2, n, 3]
+    pair_rows = _backend.add(step, consts.pair_offsets)
+    turns = _backend.take_rows(consts.pair_turns, pair_rows)  # [N, 2, n, 3]
     hi, minus_lo, other_hi = ops.unstack(turns, num=3, axis=-1)
     # hi + (lo + (other_hi sin_t - hi versine)), as above.
     pair = hi - (minus_lo - (other_hi * sin_t - hi * versine))
@@ -151,11 +202,11 @@ def range_rows(consts, start, length):
     """Rows for positions ``start + [0, length)``: float32 ``[length, C]``.
 
     Args:
-        consts: a `PhaseConstants`.
-        start: int32 scalar tensor.
+        consts: the `EngineConstants`.
+        start: int32 scalar tensor, or a Python int (eager torch).
         length: int or int32 scalar tensor, `>= 0`.
     """
-    offset = ops.mod(start, FINE_ROWS)
+    offset = start % FINE_ROWS if isinstance(start, int) else ops.mod(start, FINE_ROWS)
     if not _backend.is_tensor(length):
         # Static, or symbolic under jax2tf (JAX needs it): enough coarse rows
         # for any offset.
@@ -166,7 +217,7 @@ def range_rows(consts, start, length):
     sin, cos = _coarse(coarse, consts)
     table = _combine(consts.fine_u, consts.fine_v, sin[:, None, :], cos[:, None, :])
     table = ops.reshape(table, (-1, consts.width))
-    return ops.slice(table, ops.stack([offset, 0]), (length, consts.width))
+    return _backend.slice_rows(table, offset, length)
 
 
 def position_rows(consts, positions):
@@ -195,7 +246,7 @@ class Encoder:
     """
 
     def __init__(self, consts: PhaseConstants):
-        self.consts = consts
+        self.consts = consts = EngineConstants.of(consts)
         # (base, rows, steps) of the block that `block` last computed.
         self.slot = cache.Slot(self)
         self._range = _backend.compile_function(
@@ -231,7 +282,9 @@ class Encoder:
             start: int32 scalar tensor (or Python int).
             length: int, or an int32 scalar tensor inside a TF graph.
         """
-        start = ops.convert_to_tensor(start, "int32")
+        if _backend.NAME != "torch" or not isinstance(start, int):
+            # One compiled function serves every start (TF, JAX).
+            start = ops.convert_to_tensor(start, "int32")
         if _backend.NAME == "jax" and isinstance(length, int):
             # jax.jit compiles once per length: round up to a power of two so
             # that a few compilations serve every length. Rows do not depend
@@ -277,7 +330,7 @@ class Encoder:
         count = end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():
-            return base, self.rows(ops.convert_to_tensor(base, "int32"), count), []
+            return base, self.rows(base, count), []
 
     def step_block(self, first):
         """``(base, rows)``: the `step_rows` rows of the decoding block that
@@ -286,7 +339,7 @@ class Encoder:
         count = self.step_rows
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():
-            return base, self._range(ops.convert_to_tensor(base, "int32"), count)
+            return base, self.rows(base, count)
 
     def keeps(self, first, end):
         """Whether `block` serves ``[first, end)``: a decoding step, or a span

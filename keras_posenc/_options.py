@@ -7,7 +7,6 @@ options (allowed values, cross-checks such as `max_length` with
 """
 
 import dataclasses
-import functools
 
 from keras_posenc import _arguments
 from keras_posenc._arguments import invalid
@@ -16,6 +15,26 @@ LAYOUTS = ("interleaved", "concatenated")
 MODES = ("compute", "lookup")
 MERGES = ("add", "concat", None)
 OUT_OF_RANGE = ("error", "extend")
+
+
+class ShapeMemo:
+    """``fn(shape)`` remembered per shape, for one layer or option set.
+
+    A dict read that `torch.compile` traces as plain Python, where a
+    `functools.lru_cache` makes Dynamo warn and trace through the wrapper.
+    Holds at most `size` shapes (then starts again).
+    """
+
+    def __init__(self, fn, size=256):
+        self._fn, self._size, self._values = fn, size, {}
+
+    def __call__(self, shape):
+        value = self._values.get(shape)
+        if value is None:
+            if len(self._values) >= self._size:
+                self._values.clear()
+            value = self._values[shape] = self._fn(shape)
+        return value
 
 
 def check_table_options(mode, max_length, out_of_range):
@@ -92,6 +111,8 @@ class SinusoidalOptions:
             raise invalid(
                 "scale_inputs", f"False unless merge='add' (merge={self.merge!r})", True
             )
+        # Not a field: the layout of each input shape, read at every call.
+        normalise("_layouts", ShapeMemo(self._layout))
 
     @property
     def lowest_position(self):
@@ -106,11 +127,10 @@ class SinusoidalOptions:
         """
         if shape is None:
             raise invalid("inputs", "a known rank", shape)
-        return self._layout(tuple(shape))
+        return self._layouts(tuple(shape))
 
-    @functools.lru_cache(maxsize=256)  # noqa: B019 (options are small and few)
     def _layout(self, shape):
-        """`input_layout`, once per shape (a layer asks at every call)."""
+        """`input_layout`, once per shape (`_layouts`: a layer asks at every call)."""
         # Symbolic dimensions (jax2tf export) count as unknown.
         shape = tuple(d if _arguments.is_int(d) else None for d in shape)
         id_input = self.merge is None and len(shape) == 2

@@ -52,8 +52,10 @@ class Positions:
         length: the span's length: an int when known now, else an int32
             scalar tensor (or a symbolic dimension under jax2tf).
         values: explicit positions; `None` for a span.
-        known: `start` (span) or `values` as a numpy int32 array when known
-            now (then `start` or `values` is that array, not a tensor).
+        known: `start` (span) or `values` when known now: a Python int for
+            one position given as one (no numpy: `torch.compile` would trace
+            it as a tensor), else a numpy int32 array; `start` or `values`
+            is then that value, not a tensor.
         checks: run-time `Check`s (empty when every value was checked now).
     """
 
@@ -70,24 +72,27 @@ class Positions:
     @property
     def batched_span(self):
         """A span with one start per example: rows ``[B, length, C]``."""
-        return self.is_span and len(self.start.shape) == 1
+        return self.is_span and len(getattr(self.start, "shape", ())) == 1
 
     @property
     def known_range(self):
         """``(first, end)`` of a shared span known now, else `None`."""
-        if self.is_span and self.known is not None and self.known.ndim == 0:
-            if is_int(self.length):
+        if self.is_span and self.known is not None and is_int(self.length):
+            if is_int(self.known) or self.known.ndim == 0:
                 return int(self.known), int(self.known) + self.length
         return None
 
     def known_values(self):
         """`as_values()` as a numpy array when known now, else `None`."""
-        if not self.is_span or self.known is None:
-            return self.known
+        if self.known is None:
+            return None
+        known = np.asarray(self.known)
+        if not self.is_span:
+            return known
         if not is_int(self.length):
             return None
         steps = np.arange(self.length, dtype=np.int64)
-        return self.known[..., None] + steps if self.known.ndim else self.known + steps
+        return known[..., None] + steps if known.ndim else known + steps
 
     def as_values(self):
         """The positions as an int32 tensor (a span expanded, per example)."""
@@ -134,8 +139,9 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
 
     Returns:
         ``(values, known, checks)``: when the values are known now, `values`
-        and `known` are the same numpy int32 array (every value checked,
-        `checks` empty); otherwise `values` is an int32 tensor, `known` is
+        and `known` are the same Python int (one given as a Python or numpy
+        int) or numpy int32 array (every value checked, `checks` empty);
+        otherwise `values` is an int32 tensor, `known` is
         `None` and `checks` hold the run-time conditions.
     """
     kind = expected or f"integer positions in [{low}, 2**31)"
@@ -143,8 +149,7 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
     if is_int(value) and 0 in ranks:  # the common case, kept cheap
         if not low <= value <= high:
             raise invalid(name, outside, value)
-        array = np.array(value, np.int32)
-        return array, array, ()
+        return int(value), int(value), ()
     if value is None or isinstance(value, (bool, float, str)):
         raise invalid(name, kind, value)
     static = _backend.static_value(value)
@@ -258,7 +263,10 @@ def span(start_index, length, *, low, ranks=(0, 1), length_checks=()):
     """
     start, known, checks = integers("start_index", start_index, low=low, ranks=ranks)
     checks += tuple(length_checks)
-    largest = None if known is None else int(known.max()) if known.size else low
+    if known is None or is_int(known):
+        largest = known
+    else:
+        largest = int(known.max()) if known.size else low
     if largest is not None and is_int(length):
         if length and largest + length > POSITION_LIMIT:
             raise invalid(

@@ -16,6 +16,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+from keras import ops
 
 from keras_posenc import _arguments, _rope_types
 from keras_posenc._rope_types import REGISTRY, ROPE_TYPES
@@ -193,6 +194,8 @@ def _given_frequencies(value):
     """A checkpoint's inverse frequencies as a tuple of exact Python floats."""
     if value is None:
         return None
+    if ops.is_tensor(value):  # explicitly to the host (a GPU tensor too)
+        value = ops.convert_to_numpy(value)
     try:
         array = np.asarray(value)
     except ValueError:  # ragged

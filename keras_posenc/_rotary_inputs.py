@@ -1,11 +1,9 @@
 """The inputs of a `RotaryEmbedding` call: axes, rotary dimension, sections.
 
-Read once per input shape (cached), so that a call only looks up the
-layout; multimodal positions (Qwen2-VL's M-RoPE, Wang et al., 2024,
+Read once per input shape (the layer remembers it), so that a call only
+looks up the layout; multimodal positions (Qwen2-VL's M-RoPE, Wang et al., 2024,
 https://arxiv.org/abs/2409.12191) are split into their three rows here.
 """
-
-import functools
 
 import numpy as np
 
@@ -55,7 +53,6 @@ def _axes(shape, sequence_axis, feature_axis):
     return axes
 
 
-@functools.lru_cache(maxsize=256)
 def rotary_layout(shape, sequence_axis, feature_axis, rotary_dim, config):
     """``(sequence axis, feature axis, rotary dim)`` for inputs of `shape`."""
     seq, feat = _axes(shape, sequence_axis, feature_axis)

@@ -218,6 +218,17 @@ class LayerRotation:
         self._rows = {}  # dim -> `_rows.ComputedRows`
         self._steps = {}  # (dim, trailing) -> `StepTables` (shared, counted)
         self._rotations = {}  # the call's layout -> a rotation
+        # Apart: eager decoding steps add to it, and a compiled call's
+        # guards on `_rotations` would see a new key and recompile.
+        self._step_rotations = {}  # (dim, features) -> a step's rotation
+
+    @_backend.host_work
+    def prepare(self, dim, table=False):
+        """Makes the rows of `dim` (and with `table` its lookup table) now,
+        on the host: a call then only reads them."""
+        self.rows(dim)
+        if table:
+            self._build_table(dim)
 
     def rows(self, dim):
         """The engine's rows ``[sin | cos]`` for rotary dimension `dim`."""
@@ -227,7 +238,7 @@ class LayerRotation:
             source = self._rows[dim] = ComputedRows(encoder)
         return source
 
-    def build_table(self, dim):
+    def _build_table(self, dim):
         """Builds the lookup table for `dim` (lookup mode): once."""
         if self.table_dim != dim:
             attention, layout = self.config.attention_factor, self.layout
@@ -255,6 +266,10 @@ class LayerRotation:
     def rotation(self, seq, rank, dim, features, batched, from_table=False):
         """`rotate` for one input layout (see `_rotation`)."""
         key = (seq, rank, dim, features, batched, from_table)
+        if _backend.NAME == "torch":
+            # A plain function there: nothing to keep, and a dict that a
+            # compiled call adds to would fail its own guards next time.
+            return _rotation(self.config.attention_factor, self.layout, *key)
         rotation = self._rotations.get(key)
         if rotation is None:
             attention = self.config.attention_factor
@@ -267,10 +282,10 @@ class LayerRotation:
         Compiled on JAX (one dispatch instead of eight, with XLA's rounding
         as in a full call); element-wise ops elsewhere, as in a full call.
         """
-        key = ("step", dim, features)
-        rotation = self._rotations.get(key)
+        key = (dim, features)
+        rotation = self._step_rotations.get(key)
         if rotation is None:
-            rotation = self._rotations[key] = _backend.jit_on_jax(
+            rotation = self._step_rotations[key] = _backend.jit_on_jax(
                 functools.partial(
                     rotate, layout=self.layout, dim=dim, features=features
                 )

@@ -24,7 +24,7 @@ def decoding_range(positions, encoder):
     """
     known_range = positions.known_range
     if known_range and 0 < known_range[1] - known_range[0] <= FINE_ROWS:
-        if encoder.keeps(*known_range) and not _backend.tracing():
+        if not _backend.tracing() and encoder.keeps(*known_range):
             return known_range
     return None
 
@@ -34,7 +34,7 @@ def kept_range(positions, encoder):
     `encoder` keeps (`_engine.Encoder.keeps`: a decoding step, or a prompt
     that every layer asks for in turn), or `None`."""
     known_range = positions.known_range
-    if known_range and encoder.keeps(*known_range) and not _backend.tracing():
+    if known_range and not _backend.tracing() and encoder.keeps(*known_range):
         return known_range
     return None
 
@@ -97,7 +97,7 @@ class LookupTable:
         self.fallback, self.columns = fallback, columns
         encoder.slot.add_user(self)
         with _backend.eager_scope():
-            rows = encoder.rows(ops.convert_to_tensor(0, "int32"), max_length)
+            rows = encoder.rows(0, max_length)
             self.table = rows if columns is None else columns(rows)
 
     def message(self, position):
@@ -145,9 +145,8 @@ class LookupTable:
                 ops.less_equal(start, self.max_length - length),
             )
             # Clamped into the table (as XLA would); rows outside it fail the guard.
-            first = ops.clip(start, 0, self.max_length - length)
-            begin = ops.stack([ops.cast(first, "int32"), 0])
-            read = ops.slice(self.table, begin, (length, self.width))
+            first = ops.cast(ops.clip(start, 0, self.max_length - length), "int32")
+            read = _backend.slice_rows(self.table, first, length)
             inside_rows = ops.broadcast_to(inside, (length,))
         else:
             values = positions.as_values()
@@ -177,6 +176,7 @@ class LookupTable:
         return self._fallback(positions, alone)
 
 
+@_backend.host_work
 def sinusoidal_rows(options, width):
     """The row source of a sinusoidal encoding of `width` columns.
 

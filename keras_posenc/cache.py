@@ -77,7 +77,7 @@ class _Store:
         self.lock = threading.RLock()
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._nbytes = 0
-        self._budget = budget
+        self.budget = budget  # read without the lock: one int
         self._hits = self._misses = 0
 
     def get(self, key, serves):
@@ -93,7 +93,7 @@ class _Store:
     def put(self, key, value, nbytes):
         with self.lock:
             self.drop(key)
-            if nbytes > self._budget:
+            if nbytes > self.budget:
                 return
             self._entries[key] = (value, nbytes)
             self._nbytes += nbytes
@@ -112,11 +112,11 @@ class _Store:
 
     def set_budget(self, budget):
         with self.lock:
-            self._budget = budget
+            self.budget = budget
             self._evict()
 
     def _evict(self):
-        while self._nbytes > self._budget:
+        while self._nbytes > self.budget:
             _, (_, nbytes) = self._entries.popitem(last=False)
             self._nbytes -= nbytes
 
@@ -125,7 +125,7 @@ class _Store:
             return CacheInfo(
                 entries=len(self._entries),
                 nbytes=self._nbytes,
-                budget=self._budget,
+                budget=self.budget,
                 hits=self._hits,
                 misses=self._misses,
             )
@@ -179,7 +179,7 @@ class Slot:
 
 def fits(nbytes):
     """Whether `nbytes` of rows fit the budget (else they are not kept)."""
-    return nbytes <= _STORE.info().budget
+    return nbytes <= _STORE.budget
 
 
 def cache_info() -> CacheInfo:

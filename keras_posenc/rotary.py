@@ -14,7 +14,7 @@ from keras_posenc import (
     _rotation,
 )
 from keras_posenc._keras import PositionLayer, keras, output_shape
-from keras_posenc._options import check_table_options
+from keras_posenc._options import ShapeMemo, check_table_options
 from keras_posenc._rope_config import (
     LAYOUTS,
     RopeConfig,
@@ -68,7 +68,8 @@ def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
     if not _arguments.is_int(dim) or dim <= 0 or dim % 2 or dim > features:
         expected = f"a positive even last dimension, at most {features} (`x`'s)"
         raise _arguments.invalid("cos", expected, f"<shape={tuple(cos.shape)}>")
-    signed = sin * _rotation.pair_signs(dim, layout).astype(_backend.dtype_name(sin))
+    signs = _rotation.pair_signs(dim, layout).astype(_backend.dtype_name(sin))
+    signed = ops.multiply(sin, signs)  # the tensor's device: no numpy operator
     return _rotation.rotate(x, cos, signed, layout, dim, features)
 
 
@@ -116,8 +117,9 @@ def rotary_cos_sin(
     )
     table = _rotation.function_rows(config, dim)(parsed)
     sections = config.channel_rows(dim)
-    if sections is not None and len(parsed.values.shape) == 3:
-        _rotary_inputs.check_section_shape(parsed.values.shape)
+    shape = getattr(parsed.values, "shape", ())  # a Python int has none
+    if sections is not None and len(shape) == 3:
+        _rotary_inputs.check_section_shape(shape)
         table = _rotation.by_section([table[row] for row in range(3)], sections)
     return _rotation.cos_sin(table, dim, config.attention_factor, layout, signed=False)
 
@@ -241,6 +243,7 @@ class RotaryEmbedding(PositionLayer):
         self._rotation = _rotation.LayerRotation(
             config, layout, max_length, extend=out_of_range == "extend"
         )
+        self._layouts = ShapeMemo(self._layout_of)
 
     @classmethod
     def from_hf_config(cls, config, *, seq_len=None, layer_type=None, **kwargs):
@@ -316,13 +319,15 @@ class RotaryEmbedding(PositionLayer):
 
     def _layout(self, shape):
         """(sequence axis, feature axis, rotary dim) for an input shape."""
+        return self._layouts(tuple(shape))
+
+    def _layout_of(self, shape):
         options = (self.sequence_axis, self.feature_axis, self.rotary_dim)
-        return _rotary_inputs.rotary_layout(tuple(shape), *options, self.rope_config)
+        return _rotary_inputs.rotary_layout(shape, *options, self.rope_config)
 
     def build(self, input_shape):
         _, _, dim = self._layout(input_shape)
-        if self.mode == "lookup":
-            self._rotation.build_table(dim)
+        self._rotation.prepare(dim, table=self.mode == "lookup")
         super().build(input_shape)
 
     def call(self, inputs: Any, start_index: Any = 0, positions: Any = None) -> Any:

@@ -257,8 +257,10 @@ def test_engine_rounds_as_its_float32_formula(shape):
     )
     q = q.astype("int32")
 
+    engine_constants = _engine.EngineConstants.of(constants)
+
     def sincos(q):
-        return _engine._sincos(q, constants)
+        return _engine._sincos(q, engine_constants)
 
     if BACKEND == "tensorflow":
         import tensorflow as tf

@@ -1,0 +1,122 @@
+"""Device-agnostic code: no tensor is turned into numpy behind the caller's back.
+
+On a GPU, `np.asarray(cuda_tensor)` (a numpy array mixed into a tensor op,
+a result converted in an example) raises "can't convert cuda:0 device
+type tensor to numpy". This machine has no GPU: the test makes
+`torch.Tensor.__array__` raise for every call made from inside the package
+and then calls every public function and layer with torch tensors. An
+explicit `.cpu().numpy()` (reading a known `start_index`) is a deliberate
+copy and stays allowed.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from _helpers import BACKEND, LEGACY, LLAMA3
+
+import keras_posenc
+
+pytestmark = pytest.mark.skipif(BACKEND != "torch", reason="torch tensors")
+PACKAGE = os.path.dirname(os.path.abspath(keras_posenc.__file__))
+
+
+@pytest.fixture
+def no_implicit_numpy(monkeypatch):
+    """`torch.Tensor.__array__` raises when a package module asks for it."""
+    import sys
+
+    import torch
+
+    original = torch.Tensor.__array__
+    calls = []
+
+    def guarded(self, *args, **kwargs):
+        # The Python frame that asked numpy for the array (numpy is C code);
+        # `keras.ops.convert_to_numpy` asks from Keras, after `.cpu()`.
+        frame = sys._getframe(1)
+        if frame.f_code.co_filename.startswith(PACKAGE):
+            calls.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+            raise TypeError("implicit tensor-to-numpy conversion in keras_posenc")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__array__", guarded)
+    return calls
+
+
+def _public_calls():
+    """Every public function and layer, fed torch tensors (name -> call)."""
+    import torch
+
+    x = torch.ones((2, 8, 16))
+    q = torch.ones((2, 8, 4, 16))
+    positions = torch.arange(8).reshape(1, 8).repeat(2, 1)
+    starts = torch.tensor([0, 5])
+    sinusoidal = keras_posenc.SinusoidalPositionEncoding
+    rotary = keras_posenc.RotaryEmbedding
+    cos, sin = keras_posenc.rotary_cos_sin(torch.arange(8), 16)
+    calls = {
+        "sinusoidal_table": lambda: keras_posenc.sinusoidal_table(
+            torch.tensor(8), 16, start_index=torch.tensor(3)
+        ),
+        "positional_encoding": lambda: keras_posenc.positional_encoding(
+            2, 8, 16, start_index=torch.tensor(3)
+        ),
+        "frequencies": lambda: keras_posenc.frequencies(16),
+        "rotary_cos_sin": lambda: keras_posenc.rotary_cos_sin(positions, 16),
+        "rotary_cos_sin mrope": lambda: keras_posenc.rotary_cos_sin(
+            torch.stack([positions] * 3),
+            16,
+            rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]},
+        ),
+        "apply_rotary": lambda: keras_posenc.apply_rotary(
+            q, cos[:, None], sin[:, None]
+        ),
+        "sinusoidal compute": lambda: sinusoidal()(x, start_index=torch.tensor(3)),
+        "sinusoidal per example": lambda: sinusoidal()(x, start_index=starts),
+        "sinusoidal positions": lambda: sinusoidal(merge=None)(x, positions=positions),
+        "sinusoidal concat": lambda: sinusoidal(merge="concat", depth=4)(x),
+        "sinusoidal lookup": lambda: sinusoidal(mode="lookup", max_length=32)(
+            x, start_index=torch.tensor(3)
+        ),
+        "sinusoidal step": lambda: sinusoidal()(x[:, :1], start_index=torch.tensor(9)),
+        "rope": lambda: rotary(rope_scaling=LLAMA3)(q, start_index=torch.tensor(3)),
+        "rope positions": lambda: rotary()(q, positions=positions),
+        "rope per example": lambda: rotary()(q, start_index=starts),
+        "rope lookup": lambda: rotary(mode="lookup", max_length=32)(q),
+        "rope step": lambda: rotary()(q[:, :1], start_index=torch.tensor(9)),
+        "rope checkpoint frequencies": lambda: rotary(
+            inverse_frequencies=torch.tensor([1.0, 0.1, 0.01, 0.001])
+        )(torch.ones((1, 8, 8))),
+        "cache": lambda: keras_posenc.cache_info(),
+    }
+    if not LEGACY:
+        from keras_posenc import compat
+
+        calls["compat sine"] = lambda: compat.SinePositionEncoding()(
+            x, start_index=torch.tensor(2)
+        )
+        calls["compat rotary"] = lambda: compat.RotaryEmbedding()(
+            q, start_index=torch.tensor(2)
+        )
+    return calls
+
+
+@pytest.mark.parametrize("name", sorted(_public_calls() if BACKEND == "torch" else {}))
+def test_no_public_call_turns_a_tensor_into_numpy(name, no_implicit_numpy):
+    result = _public_calls()[name]()
+    assert result is not None
+    assert no_implicit_numpy == []
+
+
+def test_the_guard_catches_an_implicit_conversion(no_implicit_numpy):
+    # The fixture can fail: numpy's asarray of a tensor inside a package
+    # module raises; the same call from a test does not.
+    import torch
+
+    from keras_posenc import _positions
+
+    tensor = torch.ones(2)
+    with pytest.raises(TypeError, match="implicit tensor-to-numpy"):
+        _positions.Positions(values=tensor, known=tensor).known_values()
+    assert np.asarray(tensor).tolist() == [1.0, 1.0]

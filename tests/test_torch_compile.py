@@ -1,0 +1,167 @@
+"""Both layers under `torch.compile`: one graph, no recompile, eager's bits.
+
+A graph break costs a separate graph and Python in between; a recompile a
+new graph for every start. Built layers (as `fit` and `predict` compile
+them) trace as one graph with a Python-int or a tensor `start_index`,
+explicit positions, in compute and lookup mode, and give eager's bits.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from _helpers import BACKEND
+
+import keras_posenc
+
+pytestmark = pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+
+
+def _cases():
+    import torch
+
+    x = torch.randn(2, 16, 32, generator=torch.Generator().manual_seed(0))
+    q = torch.randn(2, 16, 4, 32, generator=torch.Generator().manual_seed(1))
+    sinusoidal = keras_posenc.SinusoidalPositionEncoding
+    rotary = keras_posenc.RotaryEmbedding
+    return {
+        "sinusoidal": (sinusoidal(), x),
+        "sinusoidal lookup": (sinusoidal(mode="lookup", max_length=64), x),
+        "sinusoidal alone": (sinusoidal(merge=None), x),
+        "rope": (rotary(max_wavelength=500000.0), q),
+        "rope lookup": (rotary(mode="lookup", max_length=64), q),
+        "rope llama3": (
+            rotary(
+                rope_scaling={
+                    "rope_type": "llama3",
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                }
+            ),
+            q,
+        ),
+    }
+
+
+CASES = [
+    "sinusoidal",
+    "sinusoidal lookup",
+    "sinusoidal alone",
+    "rope",
+    "rope lookup",
+    "rope llama3",
+]
+HOW = ["int", "tensor", "positions"]
+
+
+def _call(layer, how):
+    """`layer` called at start `s`: an int, a tensor, or explicit positions."""
+    import torch
+
+    if how == "positions":
+        return lambda x, s: layer(x, positions=torch.arange(16) + s)
+    if how == "tensor":
+        return lambda x, s: layer(x, start_index=torch.tensor(s))
+    return lambda x, s: layer(x, start_index=s)
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("case", CASES)
+def test_a_built_layer_traces_as_one_graph(case, how):
+    import torch
+
+    layer, x = _cases()[case]
+    call = _call(layer, how)
+    call(x, 3)  # built eagerly, as Keras builds models before compiling
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(call)(x, 5)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
+
+
+@pytest.mark.parametrize("how", ["tensor", "positions"])
+@pytest.mark.parametrize(
+    "case", ["sinusoidal", "sinusoidal lookup", "rope", "rope lookup"]
+)
+def test_compiled_equals_eager_bit_for_bit_and_a_new_start_does_not_recompile(
+    case, how
+):
+    import torch
+    from torch._dynamo.utils import counters
+
+    layer, x = _cases()[case]
+    call = _call(layer, how)
+    call(x, 3)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(call)
+    for start in (3, 40, 7):
+        out = compiled(x, start)
+        assert out.numpy().tobytes() == call(x, start).numpy().tobytes()
+    if how == "tensor":
+        assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_compiled_rope_equals_eager_bit_for_bit():
+    import torch
+
+    layer, q = _cases()["rope"]
+    layer(q, start_index=0)
+    compiled = torch.compile(lambda q, s: layer(q, start_index=s))
+    for start in (0, 1000, 2**31 - 64):
+        want = layer(q, start_index=torch.tensor(start))
+        got = compiled(q, torch.tensor(start))
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+def _graph_breaks(layer, x):
+    """Graph breaks of three calls of an unbuilt `layer` under torch.compile."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(lambda x: layer(x), backend="eager")
+    for _ in range(3):
+        compiled(x)
+    return sum(counters["graph_break"].values())
+
+
+@pytest.mark.parametrize("case", ["sinusoidal", "rope lookup"])
+def test_a_layer_built_inside_a_compiled_call_breaks_less_than_a_plain_layer(case):
+    # Building is host work (exact constants in decimal): it runs outside
+    # the graph, one break. A plain Keras layer breaks more while it builds.
+    import keras
+
+    layer, x = _cases()[case]
+    plain = keras.layers.Dense(x.shape[-1])
+    assert _graph_breaks(layer, x) <= _graph_breaks(plain, x)
+
+
+def test_no_dynamo_warning_while_compiling():
+    import torch
+
+    layer, q = _cases()["rope"]
+    layer(q)
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.compile(lambda q, s: layer(q, start_index=s), backend="eager")(
+            q, torch.tensor(2)
+        )
+    dynamo = [str(w.message)[:120] for w in caught if "ynamo" in str(w.message)]
+    assert dynamo == []
+
+
+def test_nothing_is_kept_from_inside_torch_compile():
+    import torch
+
+    keras_posenc.clear_cache()
+    layer = keras_posenc.SinusoidalPositionEncoding()
+    x = torch.zeros((1, 300, 16))
+    layer.build(x.shape)
+    out = torch.compile(lambda x: layer(x, start_index=5), backend="eager")(x)
+    assert keras_posenc.cache_info().entries == 0
+    np.testing.assert_array_equal(out.numpy(), layer(x, start_index=5).numpy())
