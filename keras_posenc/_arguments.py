@@ -39,10 +39,14 @@ def invalid(name, expected, value):
 
 
 def is_int(value):
-    """Whether `value` is a Python or numpy integer (not a bool)."""
+    """Whether `value` is a Python or numpy integer (not a bool, not a time)."""
     if type(value) is int:  # the common case, without the ABC check
         return True
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        return False
+    # numpy makes timedelta64 a signed integer: 5 days is not position 5.
+    numpy = sys.modules.get("numpy")
+    return numpy is None or not isinstance(value, numpy.timedelta64)
 
 
 def check_positive_int(name, value, limit=None):

@@ -6,6 +6,7 @@ caller can see a tensor's value before running anything.
 """
 
 import contextlib
+import functools
 
 import numpy as np
 from keras import backend, ops
@@ -24,7 +25,13 @@ def compile_function(fn, static_argnums=()):
     if NAME == "tensorflow":
         import tensorflow as tf
 
-        compiled = tf.function(fn, autograph=False, reduce_retracing=True)
+        # TF counts traces per code object, so the functions of one closure
+        # for several layouts (each traced once) would look like one function
+        # retracing ("triggered tf.function retracing" warnings); a partial
+        # is counted on its own.
+        compiled = tf.function(
+            functools.partial(fn), autograph=False, reduce_retracing=True
+        )
 
         def call(*args):
             if not tf.executing_eagerly():

@@ -117,6 +117,8 @@ def _echo(value):
     if static is None:
         return f"<tensor dtype={_backend.dtype_name(value)} shape={tuple(value.shape)}>"
     static = np.asarray(static)
+    if static.dtype.kind in "mM":  # a time: show it as one, not as its count
+        return repr(value)
     if static.size > 16:
         return f"<array dtype={static.dtype} shape={static.shape}>"
     return static.tolist() if static.ndim else static.item()
@@ -203,7 +205,7 @@ def _known_integers(name, static, value, kind, ranks):
     if array.dtype == object:
         integral = all(is_int(v) for v in array.ravel())
     else:
-        integral = np.issubdtype(array.dtype, np.integer)
+        integral = array.dtype.kind in "iu"  # not timedelta64 ("m")
     if not integral:
         raise invalid(name, kind, _echo(value))
     if array.ndim not in ranks:

@@ -7,6 +7,8 @@ it, never the rows of a wrapped position. (What a traced value that fails
 the checks does is the guard's policy: tests/test_backend.py.)
 """
 
+import re
+
 import numpy as np
 import pytest
 from _helpers import (
@@ -270,3 +272,20 @@ def test_jax_jit_traced_batch_size_is_a_clear_error():
 
     with pytest.raises(ValueError, match=r"`batch_size`.*static"):
         jax.jit(lambda b: keras_posenc.positional_encoding(b, 3, 4))(np.int32(2))
+
+
+@pytest.mark.parametrize(
+    "value, echo",
+    [
+        (np.timedelta64(5), "np.timedelta64(5)"),
+        (np.array([5, 6], "m8[s]"), "array([5, 6], dtype='timedelta64[s]')"),
+    ],
+)
+def test_a_time_is_not_a_position(value, echo):
+    # numpy makes timedelta64 a signed integer; 5 seconds is not position 5.
+    message = (
+        "Received an invalid value for `start_index`, expected integer positions "
+        f"in [-2147483648, 2**31). Received: start_index={echo!r}"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        keras_posenc.sinusoidal_table(2, 4, start_index=value)

@@ -969,3 +969,17 @@ def test_eager_jax_rotation_compilations_level_off_for_new_lengths():
 
     seen = call_lengths([65, 128, 129, 256, 257, 300])
     assert call_lengths(range(66, 300, 23)) == seen
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.function retracing")
+def test_eager_calls_at_many_layouts_print_no_retracing_warning(caplog):
+    # Each input layout has its own compiled rotation, traced once; TF used to
+    # count them as one function retracing and print a warning per call.
+    layer = RotaryEmbedding()
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        for i, length in enumerate(range(100, 1000, 97)):
+            batch = 1 + i % 3
+            starts = np.arange(batch) * 7 if i % 2 else length
+            layer(_x((batch, length, 1 + i % 4, 16)), start_index=starts)
+            layer(_x((1, length, 16)), positions=np.arange(length))
+    assert not [r for r in caplog.records if "retracing" in r.getMessage()]
