@@ -7,6 +7,7 @@ width, dtypes); the RoPE configuration's errors are in test_rope_config.py.
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -983,3 +984,199 @@ def test_eager_calls_at_many_layouts_print_no_retracing_warning(caplog):
             layer(_x((batch, length, 1 + i % 4, 16)), start_index=starts)
             layer(_x((1, length, 16)), positions=np.arange(length))
     assert not [r for r in caplog.records if "retracing" in r.getMessage()]
+
+
+# -- lookup mode: cos/sin of [0, max_length) built once, read at the start ------
+
+LOOKUP = {"mode": "lookup", "max_length": 256}
+
+
+def _lookup_and_compute(**options):
+    return (
+        RotaryEmbedding(**LOOKUP, **options),
+        RotaryEmbedding(**options),
+    )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"start_index": 0},
+        {"start_index": 200},
+        {"start_index": np.array([0, 150])},
+        {"positions": np.array([[5, 0, 255, 7, 100, 3, 9, 1]] * 2)},
+    ],
+    ids=["start", "late-start", "per-example", "positions"],
+)
+def test_lookup_mode_gives_the_bits_of_compute_mode(layout, kwargs):
+    # The table holds the rows compute mode would compute, laid out as the
+    # rotation reads them: the same bits, and within float32 rounding of
+    # the float64 rotation.
+    lookup, compute = _lookup_and_compute(layout=layout, rope_scaling=LLAMA3)
+    x = _x((2, 8, 3, 32))
+    got, want = to_numpy(lookup(x, **kwargs)), to_numpy(compute(x, **kwargs))
+    assert got.tobytes() == want.tobytes()
+    if "positions" in kwargs:
+        positions = kwargs["positions"]
+    else:
+        start = np.asarray(kwargs["start_index"])
+        positions = np.reshape(start, (-1, 1)) + np.arange(8)
+    freqs = np.array(lookup.rope_config.frequencies(32))
+    expected = _rotate64(x, positions[..., None] * freqs, layout)
+    np.testing.assert_allclose(got, expected, atol=_rotation_tol(x))
+
+
+def test_lookup_mode_decoding_steps_give_the_full_call_bits():
+    lookup = RotaryEmbedding(**LOOKUP)
+    x = _x((1, 200, 2, 16))
+    full = to_numpy(lookup(x))
+    for t in (0, 63, 64, 130, 199):
+        step = to_numpy(lookup(x[:, t : t + 1], start_index=t))
+        assert step.tobytes() == full[:, t : t + 1].tobytes()
+
+
+@pytest.mark.parametrize(
+    "kwargs, position",
+    [
+        ({"start_index": 250}, 257),
+        ({"start_index": -1}, -1),
+        ({"positions": np.array([3, 300, 1, 2, 4, 5, 6, 7])}, 300),
+    ],
+    ids=["past-the-end", "negative", "positions"],
+)
+def test_lookup_mode_refuses_positions_outside_the_table(kwargs, position):
+    message = (
+        f"Position {position} is out of range for the lookup table of "
+        "`max_length`=256 rows (positions must be in [0, max_length)). Raise "
+        "`max_length`, use out_of_range='extend', or mode='compute'."
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RotaryEmbedding(**LOOKUP)(_x((1, 8, 16)), **kwargs)
+
+
+def test_lookup_mode_extends_with_the_exact_rotation():
+    # out_of_range="extend": positions past the table (or negative) are
+    # computed, with compute mode's bits; a decoding step past it too.
+    extend = RotaryEmbedding(**LOOKUP, out_of_range="extend")
+    compute = RotaryEmbedding()
+    x = _x((1, 8, 2, 16))
+    for kwargs in ({"start_index": 252}, {"start_index": -3}, {"start_index": 10**6}):
+        assert to_numpy(extend(x, **kwargs)).tobytes() == (
+            to_numpy(compute(x, **kwargs)).tobytes()
+        )
+    step = to_numpy(extend(x[:, :1], start_index=4000))
+    assert step.tobytes() == to_numpy(compute(x[:, :1], start_index=4000)).tobytes()
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="traced start: tf.function or jax.jit")
+def test_lookup_mode_at_a_traced_start_reads_the_table_or_fails_the_guard():
+    # Inside the table: the eager bits. Past it: a graph assertion on TF,
+    # NaN under jax.jit (never a clamped, plausible rotation).
+    from _helpers import traced
+
+    layer = RotaryEmbedding(**LOOKUP)
+    x = _x((1, 8, 2, 16))
+    call = traced(lambda s: layer(x, start_index=s))
+    inside = to_numpy(call(ops.convert_to_tensor(100, "int32")))
+    eager = to_numpy(layer(x, start_index=100))
+    if BACKEND == "jax":  # XLA's CPU contracts x cos + y sin per fusion
+        np.testing.assert_allclose(inside, eager, rtol=0, atol=_fma_tol(eager))
+    else:
+        assert inside.tobytes() == eager.tobytes()
+    past = ops.convert_to_tensor(250, "int32")
+    if BACKEND == "jax":
+        assert np.isnan(to_numpy(call(past))).all()
+    else:
+        import tensorflow as tf
+
+        with pytest.raises(tf.errors.InvalidArgumentError, match="max_length"):
+            call(past)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="XLA's program")
+def test_lookup_mode_reads_a_run_time_start_with_one_dynamic_slice():
+    # The cheapest read: a dynamic slice of the table (no gather, no engine).
+    import jax
+
+    layer = RotaryEmbedding(mode="lookup", max_length=4096)
+    x = np.ones((2, 512, 4, 64), "float32")
+    layer(x)
+    text = jax.jit(lambda x, s: layer(x, start_index=s)).lower(x, 0).as_text()
+    assert "dynamic_slice" in text
+    assert "gather" not in text and "stablehlo.case" not in text
+
+
+def test_lookup_mode_round_trips_its_config_and_a_keras_file(tmp_path):
+    layer = RotaryEmbedding(mode="lookup", max_length=64, out_of_range="extend")
+    config = layer.get_config()
+    assert (config["mode"], config["max_length"], config["out_of_range"]) == (
+        "lookup",
+        64,
+        "extend",
+    )
+    inputs = keras.Input((8, 2, 16))
+    model = keras.Model(inputs, RotaryEmbedding.from_config(config)(inputs))
+    path = str(tmp_path / "rope.keras")
+    model.save(path)
+    x = _x((1, 8, 2, 16))
+    loaded = keras.saving.load_model(path)
+    assert to_numpy(loaded(x)).tobytes() == to_numpy(model(x)).tobytes()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"mode": "lookup"},
+            "Received an invalid value for `max_length`, expected a positive "
+            "integer with mode='lookup'. Received: max_length=None",
+        ),
+        (
+            {"max_length": 64},
+            "Received an invalid value for `max_length`, expected None with "
+            "mode='compute' (it has no length limit; use mode='lookup' for a "
+            "table of max_length rows). Received: max_length=64",
+        ),
+        (
+            {"mode": "table", "max_length": 64},
+            "Received an invalid value for `mode`, expected one of ('compute', "
+            "'lookup'). Received: mode='table'",
+        ),
+        (
+            {"mode": "lookup", "max_length": 64, "out_of_range": "clamp"},
+            "Received an invalid value for `out_of_range`, expected one of "
+            "('error', 'extend'). Received: out_of_range='clamp'",
+        ),
+    ],
+)
+def test_lookup_mode_options_are_checked_when_the_layer_is_made(kwargs, message):
+    with pytest.raises(ValueError, match=exact(message)):
+        RotaryEmbedding(**kwargs)
+
+
+def test_a_lookup_table_too_large_is_refused_at_construction(monkeypatch):
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", "1000")
+    with pytest.raises(ValueError, match="`max_length`, expected a table of at most"):
+        RotaryEmbedding(mode="lookup", max_length=64, rotary_dim=16)
+
+
+def test_a_lookup_layer_refuses_inputs_of_another_width():
+    layer = RotaryEmbedding(**LOOKUP)
+    layer(_x((1, 8, 16)))
+    message = (
+        "Received an invalid value for `inputs`, expected 16 features to rotate "
+        "(the lookup table was built for them; make a new layer for another "
+        "width). Received: inputs='<shape=(1, 8, 32)>'"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        layer(_x((1, 8, 32)))
+
+
+def test_lookup_mode_computes_multimodal_positions():
+    scaling = {"rope_type": "default", "mrope_section": [2, 3, 3]}
+    lookup, compute = _lookup_and_compute(rope_scaling=scaling)
+    x = _x((1, 8, 2, 16))
+    positions = np.stack([np.arange(8), np.arange(8) // 2, np.arange(8) % 3])[:, None]
+    got = to_numpy(lookup(x, positions=positions))
+    assert got.tobytes() == to_numpy(compute(x, positions=positions)).tobytes()
