@@ -100,6 +100,16 @@ def tracing():
     return torch.compiler.is_compiling()
 
 
+def embeds_constants():
+    """Whether a concrete array used now would be embedded in a program.
+
+    `jax.jit` lowers a closed-over array as a dense constant of each
+    compiled program (one copy per input shape); TF captures an eager
+    tensor as an input of its graph, and torch has no program to embed in.
+    """
+    return NAME == "jax" and tracing()
+
+
 def _jax_trace_state_clean():
     """Whether JAX evaluates ops now (no trace is active), in about 0.3 us.
 

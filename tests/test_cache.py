@@ -270,13 +270,20 @@ def test_nothing_is_kept_from_inside_a_trace(rotary):
 
 
 @pytest.mark.skipif(BACKEND != "jax", reason="jax.jit")
-def test_a_jitted_call_holds_no_table_as_a_constant():
-    # Lowered with a static start, the program computes its rows: its text
-    # is far smaller than the table (4000 x 64 float32 = 1 MB) would be.
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"mode": "lookup", "max_length": 4096}],
+    ids=["compute", "lookup"],
+)
+def test_a_jitted_call_holds_no_table_as_a_constant(options):
+    # Lowered with a static start (Keras's predict), the program computes its
+    # rows: its text is far smaller than the rows (4000 x 64 float32 = 1 MB)
+    # or a lookup table would be as an embedded constant.
     import jax
 
-    layer = keras_posenc.SinusoidalPositionEncoding()
+    layer = keras_posenc.SinusoidalPositionEncoding(**options)
     x = np.zeros((1, 4000, 64), "float32")
+    layer(x[:, :8])
     text = jax.jit(lambda x: layer(x)).lower(x).as_text()
     assert len(text) < 4000 * 64 * 4 // 4
 
