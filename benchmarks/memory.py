@@ -94,7 +94,8 @@ def _run_child(variant, depth, lengths):
 
 def summary(result):
     steps = [result["after_MiB"][0] - result["before_MiB"]]
-    steps += [b - a for a, b in zip(result["after_MiB"], result["after_MiB"][1:])]
+    after = result["after_MiB"]
+    steps += [b - a for a, b in zip(after, after[1:], strict=False)]
     return {
         "per_new_length_MiB": statistics.median(steps),
         "total_MiB": result["after_MiB"][-1] - result["before_MiB"],

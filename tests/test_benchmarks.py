@@ -32,6 +32,8 @@ precision = _benchmark("precision")
 decode = _benchmark("decode")
 rotary = _benchmark("rotary")
 parts = _benchmark("parts")
+gpu = _benchmark("gpu")
+memory = _benchmark("memory")
 common = _benchmark("_common")
 _floors = _benchmark("_floors")
 
@@ -550,3 +552,55 @@ def test_parts_refuse_one_core_in_a_process_on_every_core(capsys):
     with pytest.raises(SystemExit):
         parts.main(["--smoke", "--one-core"])
     assert "--one-core: this process runs on" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(BACKEND not in ("jax", "torch"), reason="GPU figures: JAX, torch")
+def test_gpu_smoke_times_every_case_against_its_floor(tmp_path):
+    path = tmp_path / "gpu.json"
+    gpu.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    cases = section["cases"]
+    if BACKEND == "jax":
+        expected = {"rope_prefill", "sinusoidal_add", "sinusoidal_add_bf16"}
+    else:
+        expected = {"rope_prefill", "sinusoidal_add", "kernels"}
+        expected |= {"rope_prefill_compiled", "sinusoidal_add_compiled"}
+    assert expected | {"decode_step"} <= set(cases)
+    for case, timed in cases.items():
+        if case != "kernels":
+            assert timed["floor"]["ratio"] == 1.0
+            assert {"ours_compute", "ours"} & set(timed) or case == "decode_step"
+    assert section["run"]["machine"]["devices"]
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.profiler")
+def test_gpu_kernel_counts_are_the_aten_ops_that_are_not_views():
+    # A plain Keras layer adding a row slice launches one kernel (the add);
+    # lookup mode the same; the engine more, and fewer than the budget.
+    import torch
+
+    counts = gpu._kernels(torch.ones((1, 64, 4, 16)), torch.ones((1, 64, 16)))
+    assert counts["plain_keras_layer"] == 1
+    assert counts["sinusoidal_lookup"] == 1
+    assert 1 < counts["sinusoidal_compute"] <= gpu.KERNEL_BUDGET["sinusoidal_compute"]
+    assert 1 < counts["rope_compute"] <= gpu.KERNEL_BUDGET["rope_compute"]
+    assert counts["rope_lookup"] <= gpu.KERNEL_BUDGET["rope_lookup"]
+
+
+def test_gpu_goals_read_ratios_against_the_named_floor():
+    timed = {"floor": {"median_ms": 2.0}, "floor_dynamic": {"median_ms": 4.0}}
+    timed["ours_compute"] = {"median_ms": 4.2}
+    lines = gpu.goals({"jax": {"cases": {"sinusoidal_add": timed}}})
+    assert lines == (
+        "jax sinusoidal_add ours_compute: 1.05x floor_dynamic (goal <= 1.05x): met"
+    )
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="memory.py measures JAX programs")
+def test_memory_smoke_measures_every_variant_against_keras_hub(tmp_path):
+    path = tmp_path / "memory.json"
+    memory.main(["--smoke", "--json", str(path)])
+    variants = json.loads(path.read_text())["backends"]["jax"]["variants"]
+    assert set(variants) == set(memory.VARIANTS)
+    for result in variants.values():
+        assert len(result["after_MiB"]) == 3 and result["before_MiB"] > 0
