@@ -169,6 +169,58 @@ def test_commands_print_no_native_log_lines(tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{out}\n", "")
 
 
+def _commands():
+    """The subcommand parsers, by name."""
+    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_every_command_help_exits_zero_and_lists_its_options(capsys, command):
+    # `COMMAND --help` prints the command's usage with every option it takes
+    # (`demo --help` crashed on the % of "95% validation accuracy").
+    code, out, err = run(capsys, command, "--help")
+    assert code == 0 and err == ""
+    assert out.startswith(f"usage: keras-posenc {command}")
+    options = {o for a in _commands()[command]._actions for o in a.option_strings}
+    assert "--overwrite" in options
+    assert [o for o in sorted(options) if o not in out] == []
+
+
+@pytest.mark.parametrize(
+    "argv, unknown",
+    [
+        (["demo", "--step", "3"], "--step 3"),
+        (["export", "e", "--depth", "8", "--max-len", "5"], "--max-len 5"),
+        (["plot", "--out", "x.png", "--dep", "8"], "--dep 8"),
+        (["demo", "--bogus"], "--bogus"),
+    ],
+)
+def test_unknown_or_abbreviated_options_name_the_command(
+    workdir, capsys, argv, unknown
+):
+    # `--step` is not `--steps`: no abbreviations. An unknown option after a
+    # command is reported by that command (was by the top-level program,
+    # whose --help does not list it). Nothing runs.
+    before = snapshot(workdir)
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (1, "")
+    command = argv[0]
+    assert error_line(err, command) == (
+        f"unrecognized arguments: {unknown} (see keras-posenc {command} --help)"
+    )
+    assert snapshot(workdir) == before
+
+
+def test_unknown_option_before_the_command_names_the_program(capsys):
+    # Given before any command, it is the program's to report.
+    code, _, err = run(capsys, "--bogus", "demo")
+    assert code == 1
+    assert error_line(err, None) == (
+        "unrecognized arguments: --bogus (see keras-posenc --help)"
+    )
+
+
 def test_missing_command_is_one_line(capsys):
     # No command: one line naming COMMAND, exit 1, no usage block.
     code, _, err = run(capsys)
