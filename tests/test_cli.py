@@ -578,7 +578,9 @@ def _interrupt_when_loaded(library, argv, env=None):
     """Starts the command line, sends SIGINT once `library` is mapped in it.
 
     Polling /proc/PID/maps catches the process in the middle of importing
-    that library, whatever the machine's speed.
+    that library, whatever the machine's speed. The command starts with
+    Ctrl-C's default action, as from a terminal, even when the tests run as
+    a background job (which inherits SIGINT ignored, and passes that on).
     """
     env = {**os.environ, **(env or {})}
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
@@ -588,6 +590,7 @@ def _interrupt_when_loaded(library, argv, env=None):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline:
@@ -623,6 +626,22 @@ def test_ctrl_c_while_importing_is_one_line_and_status_130(tmp_path, library, wh
         ["keras-posenc plot: interrupted"],
     ), (where, err[-2000:])
     assert out == "" and os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
+@tensorflow_pass
+def test_ctrl_c_tests_hold_when_the_suite_runs_in_the_background(tmp_path):
+    # A background job (`pytest &`) starts with SIGINT ignored and its
+    # children inherit that; the Ctrl-C tests reset it in the command's
+    # process, so they test Ctrl-C from a terminal wherever pytest runs.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code, _, err = _interrupt_when_loaded(
+            "_multiarray_umath", ["plot", "--out", tmp_path / "x.png"]
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130, err[-2000:]
 
 
 @tensorflow_pass
