@@ -716,6 +716,30 @@ def test_export_writes_a_standalone_encoder(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
+@tensorflow_pass
+def test_export_past_a_file_size_limit_names_out(tmp_path):
+    # A file-size limit (or a full disk) while TensorFlow writes: one line
+    # naming OUT with the system's reason (was TensorFlow's OutOfRangeError
+    # naming its temporary file in the hidden staging directory, gone by
+    # then), status 1, nothing left beside OUT.
+    import resource
+
+    out = tmp_path / "enc"
+    limit = 16 * 1024  # below the encoder's saved_model.pb
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = command_line("export", out, "--depth", "8", cwd=tmp_path, preexec_fn=limited)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        f"keras-posenc export: error: [Errno {errno.EFBIG}] "
+        f"{os.strerror(errno.EFBIG)}: {str(out)!r}"
+    ]
+    assert os.listdir(tmp_path) == []
+
+
 def test_export_refuses_an_existing_encoder_then_replaces_it_when_asked(
     tmp_path, capsys, monkeypatch
 ):
