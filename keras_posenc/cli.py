@@ -81,7 +81,7 @@ def _demo(args: argparse.Namespace, argv: list[str]) -> int:
     out = _files.check_path(out, "--out")
     _files.refuse_to_replace(out, args.overwrite, marker=demo.MARKER)
     _creatable(out)
-    _cli_process.load_keras(f"{PROG} {args.command}")
+    _cli_process.load_keras(f"{PROG} {args.command}", tensorflow=True)
     report = demo.run(out, max_steps=steps, overwrite=args.overwrite)
     steps = report["steps"]
     print(

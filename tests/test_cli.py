@@ -221,6 +221,19 @@ def test_unknown_option_before_the_command_names_the_program(capsys):
     )
 
 
+@pytest.mark.slow
+@keras3_pass
+def test_demo_prints_no_native_log_lines(tmp_path):
+    # The demo imports TensorFlow on every backend where it is installed
+    # (Keras's set_random_seed; the export from JAX): on JAX and torch it
+    # printed TensorFlow's start-up lines after Keras had loaded. A one-step
+    # budget fails after training: stderr holds that one line and nothing else.
+    done = command_line("demo", "--out", tmp_path / "run", "--steps", "1")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("keras-posenc demo: error: the model did not learn")
+
+
 def test_missing_command_is_one_line(capsys):
     # No command: one line naming COMMAND, exit 1, no usage block.
     code, _, err = run(capsys)
