@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"{demo.TARGET_ACCURACY:.0%} validation accuracy, saves it as model.keras, "
         "exports it as a SavedModel (on torch: by reloading model.keras under "
         "TensorFlow in a subprocess), reloads that in a fresh process where "
-        "keras_posenc cannot be imported, and compares outputs. Writes DIR "
+        "keras_posenc cannot be imported, and compares outputs. Without "
+        "TensorFlow installed, no SavedModel can be written: it says so and "
+        "reloads model.keras in a fresh process instead. Writes DIR "
         "atomically. Fails (status 1, nothing written) if the model does not "
         "learn within the step budget.",
     )

@@ -7,7 +7,7 @@ knows the commands (`keras_posenc.cli`).
 """
 
 import contextlib
-import importlib.util
+import importlib
 import os
 import signal
 import sys
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from types import FrameType, ModuleType
 from typing import Any
 
-from keras_posenc import demo
+from keras_posenc import _tensorflow, demo
 
 INTERRUPTED = 130
 
@@ -100,8 +100,12 @@ def load_keras(prog: str, tensorflow: bool = False) -> ModuleType:
 
             from keras_posenc import _keras  # refuses tf-keras without TensorFlow
 
-            if tensorflow and importlib.util.find_spec("tensorflow") is not None:
+            if tensorflow and _tensorflow.installed():
                 importlib.import_module("tensorflow")
+        except ModuleNotFoundError as error:
+            if _tensorflow.is_missing(error):
+                raise ImportError(_tensorflow.NOT_INSTALLED_AS_BACKEND) from None
+            raise ImportError(first_line(error)) from None
         except ImportError as error:
             raise ImportError(first_line(error)) from None
         except Exception as error:

@@ -10,7 +10,7 @@ replaced only with `overwrite=True` and only if it is a SavedModel.
 
 import os
 
-from keras_posenc import _arguments, _backend, _files, _positions
+from keras_posenc import _arguments, _backend, _files, _positions, _tensorflow
 from keras_posenc._keras import LEGACY, keras
 from keras_posenc._options import SinusoidalOptions
 from keras_posenc._rows import sinusoidal_rows
@@ -20,6 +20,7 @@ EXPORT_BACKENDS = ("tensorflow", "jax")
 
 
 def _require_export_backend(what):
+    _tensorflow.require(what)
     if not LEGACY and _backend.NAME not in EXPORT_BACKENDS:
         raise ValueError(
             f"{what} needs a Keras backend that writes SavedModels, one of "
@@ -208,6 +209,7 @@ def export_encoder(
         layout=layout,
         out_of_range=out_of_range,
     )
+    _tensorflow.require("export_encoder")
     if _backend.NAME != "tensorflow":
         raise ValueError(
             "export_encoder builds TensorFlow ops and needs "

@@ -20,7 +20,7 @@ import pytest
 from _helpers import BACKEND, LEGACY, TOL, reference
 
 import keras_posenc
-from keras_posenc import _options, cli, demo
+from keras_posenc import _options, _tensorflow, cli, demo
 
 # Subprocess tests that do not depend on the pass's backend run once.
 tensorflow_pass = pytest.mark.skipif(
@@ -792,6 +792,49 @@ def test_rerun_under_tensorflow_passes_argv_output_and_status_through(
     assert not os.path.exists("enc-never-written")
 
 
+def test_export_without_tensorflow_is_one_line_before_any_work(
+    workdir, capsys, monkeypatch
+):
+    # A JAX- or torch-only install cannot write a SavedModel: one line saying
+    # what it needs, before Keras starts or a re-run under TensorFlow.
+    monkeypatch.setattr(_tensorflow, "installed", lambda: False)
+    monkeypatch.setattr(cli._cli_process, "load_keras", _never("Keras loaded"))
+    before = snapshot(workdir)
+    code, out, err = run(capsys, "export", "enc", "--depth", "8")
+    assert (code, out) == (1, "")
+    assert error_line(err, "export").startswith(
+        "export writes a SavedModel, which needs TensorFlow, and TensorFlow is "
+        "not installed: `pip install tensorflow`."
+    )
+    assert snapshot(workdir) == before
+
+
+@tensorflow_pass
+def test_command_on_keras_default_backend_without_tensorflow_says_what_to_set(
+    tmp_path,
+):
+    # KERAS_BACKEND unset in a JAX-only install: one line naming the
+    # setting (was "No module named 'tensorflow'").
+    from test_tensorflow import WITHOUT_TENSORFLOW
+
+    # As the `keras-posenc` script starts it (argv[0] tells the package).
+    script = WITHOUT_TENSORFLOW + (
+        "sys.argv[0] = 'keras-posenc'\n"
+        "from keras_posenc import cli; sys.exit(cli.main())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, "plot", "--out", str(tmp_path / "x.png")],
+        capture_output=True,
+        text=True,
+        env={**env, "KERAS_HOME": str(tmp_path / "keras")},
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"keras-posenc plot: error: {_tensorflow.NOT_INSTALLED_AS_BACKEND}"
+    ]
+
+
 @pytest.mark.slow
 @tensorflow_pass
 def test_export_under_jax_reruns_under_tensorflow(tmp_path):
@@ -918,6 +961,38 @@ def test_demo_learns_exports_and_reloads_apart(tmp_path, capsys):
     # Not replaced unasked; refused before training.
     code, _, err = run(capsys, "demo", "--out", out)
     assert code == 1 and "--overwrite" in error_line(err, "demo")
+
+
+@pytest.mark.slow
+@keras3_pass
+def test_demo_without_tensorflow_keeps_the_keras_file_and_says_why(
+    tmp_path, capsys, monkeypatch
+):
+    # Where TensorFlow is missing no SavedModel can be written: the demo
+    # saves model.keras, says why there is no SavedModel, and reloads the
+    # .keras file in a fresh process on this backend for its check.
+    monkeypatch.setattr(_tensorflow, "installed", lambda: False)
+    monkeypatch.setattr(
+        demo,
+        "train",
+        lambda *a, **k: {"val_accuracy": [0.99], "loss": [0.1], "steps": 1},
+    )
+    monkeypatch.setattr(demo, "_export", _never("exported"))
+    out = tmp_path / "demo"
+    code, stdout, err = run(capsys, "demo", "--out", out)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert (report["export_dir"], report["reloaded"]) == (None, "model.keras")
+    assert report["export_route"] == demo.NO_SAVED_MODEL
+    assert report["max_abs_difference"] == 0.0
+    assert f"{demo.NO_SAVED_MODEL}; model.keras loads on every backend" in stdout
+    assert "model.keras reloaded in a fresh process: outputs [64, 1]" in stdout
+    assert sorted(os.listdir(out)) == [
+        "check_inputs.npy",
+        "check_outputs.npy",
+        "model.keras",
+        "report.json",
+    ]
 
 
 def test_plural_counts():
