@@ -267,20 +267,25 @@ def _run_script(script: str, *args: object, env: Mapping[str, str]) -> None:
 
 
 def reload_in_fresh_process(
-    export_dir: str | os.PathLike[str],
+    path: str | os.PathLike[str],
     inputs: np.ndarray,
     workdir: str | os.PathLike[str],
 ) -> np.ndarray:
-    """Runs a SavedModel in a new Python process without keras_posenc.
+    """Runs a SavedModel, or a `.keras` file, in a new Python process.
+
+    A SavedModel runs where keras_posenc cannot be imported, under
+    TensorFlow, as on a serving host. A `.keras` file (the check where
+    TensorFlow is missing) runs on the configured backend, with keras_posenc
+    imported to register its layers.
 
     Args:
-        export_dir: str. The SavedModel (its `serving_default` signature
-            takes one input).
-        inputs: numpy array fed to that signature.
+        path: str. A SavedModel directory (its `serving_default` signature
+            takes one input) or a `.keras` file of a one-input model.
+        inputs: numpy array fed to it.
         workdir: str. Existing folder for the exchanged `.npy` files.
 
     Returns:
-        The signature's output, as a numpy array.
+        The output, as a numpy array.
 
     Raises:
         RuntimeError: with the last line of the subprocess's stderr if it
@@ -296,10 +301,14 @@ def reload_in_fresh_process(
     inputs_path = os.path.join(workdir, "check_inputs.npy")
     outputs_path = os.path.join(workdir, "check_outputs.npy")
     np.save(inputs_path, inputs)
-    # TensorFlow imports Keras while loading; under KERAS_BACKEND=torch that
-    # loads torch beside TensorFlow, which aborts (two LLVMs in one process).
-    env = _quiet_env(KERAS_BACKEND="tensorflow")
-    _run_script(_RELOAD_SCRIPT, export_dir, inputs_path, outputs_path, env=env)
+    if os.fspath(path).endswith(".keras"):
+        script, env = _RELOAD_KERAS_SCRIPT, _quiet_env()
+    else:
+        # TensorFlow imports Keras while loading; under KERAS_BACKEND=torch
+        # that loads torch beside TensorFlow, which aborts (two LLVMs in one
+        # process).
+        script, env = _RELOAD_SCRIPT, _quiet_env(KERAS_BACKEND="tensorflow")
+    _run_script(script, path, inputs_path, outputs_path, env=env)
     return np.load(outputs_path)
 
 
@@ -335,43 +344,6 @@ def _size(path: str) -> int:
         for root, _, files in os.walk(path)
         for f in files
     )
-
-
-def reload_keras_file_in_fresh_process(
-    keras_path: str | os.PathLike[str],
-    inputs: np.ndarray,
-    workdir: str | os.PathLike[str],
-) -> np.ndarray:
-    """Runs a `.keras` model in a new Python process on the same backend.
-
-    The demo's check where TensorFlow (and so a SavedModel) is missing.
-
-    Args:
-        keras_path: str. A `.keras` file of a model with one input.
-        inputs: numpy array fed to the model.
-        workdir: str. Existing folder for the exchanged `.npy` files.
-
-    Returns:
-        The model's output, as a numpy array.
-
-    Raises:
-        RuntimeError: with the last line of the subprocess's stderr if it
-            fails.
-
-    Example:
-
-    >>> from keras_posenc import demo
-    >>> demo.reload_keras_file_in_fresh_process("model.keras", x, ".")  # doctest: +SKIP
-    """
-    import numpy as np
-
-    inputs_path = os.path.join(workdir, "check_inputs.npy")
-    outputs_path = os.path.join(workdir, "check_outputs.npy")
-    np.save(inputs_path, inputs)
-    _run_script(
-        _RELOAD_KERAS_SCRIPT, keras_path, inputs_path, outputs_path, env=_quiet_env()
-    )
-    return np.load(outputs_path)
 
 
 # What the demo reports instead of a SavedModel where TensorFlow is missing.
@@ -492,7 +464,7 @@ def run(
             }
         else:
             route = NO_SAVED_MODEL
-            reloaded = reload_keras_file_in_fresh_process(keras_path, long_x, stage)
+            reloaded = reload_in_fresh_process(keras_path, long_x, stage)
             exported = {
                 "export_dir": None,
                 "export_bytes": 0,
@@ -523,7 +495,6 @@ __all__ = [
     "export_from_keras_file",
     "make_data",
     "reload_in_fresh_process",
-    "reload_keras_file_in_fresh_process",
     "run",
     "train",
 ]
