@@ -25,7 +25,7 @@ c.IPKernelApp.log_level = "ERROR"
 """
 
 # Run by the kernel before the notebook's first cell.
-STARTUP = '''\
+STARTUP = """\
 import importlib.util
 import os
 
@@ -41,7 +41,7 @@ if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow" and (
         os.close(_stderr)
         os.close(_null)
     del tensorflow, _stderr, _null
-'''
+"""
 
 
 def environment(directory):
