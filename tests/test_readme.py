@@ -104,12 +104,12 @@ def test_readme_install_without_tensorflow_matches_setup_cfg():
     # The README's JAX-only command (which CI runs in a venv holding nothing
     # else) and its torch-only requirements are setup.cfg's requirements
     # less TensorFlow, plus that backend's extra; the package itself goes in
-    # with --no-deps.
+    # after them, with --no-deps (before them, pip reports TensorFlow missing).
     without, extras = _requirements()
     commands = [c for _, source in blocks("bash") for c in source.splitlines()]
-    assert "pip install --no-deps ." in commands
     jax = [c for c in commands if c.startswith('pip install "keras')]
     assert [shlex.split(c)[2:] for c in jax] == [without + extras["jax"]]
+    assert commands[commands.index(jax[0]) + 1] == "pip install --no-deps ."
     with open(README, encoding="utf-8") as f:
         text = " ".join(f.read().split())
     assert (
