@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Public name -> the module that defines it.
 _PUBLIC = {
@@ -93,5 +93,15 @@ def _started_as_command_line() -> bool:
 
 if not _started_as_command_line():
     # Registers SinusoidalPositionEncoding and RotaryEmbedding with Keras.
-    importlib.import_module("keras_posenc.layer")
+    try:
+        importlib.import_module("keras_posenc.layer")
+    except ModuleNotFoundError as error:
+        from keras_posenc import _tensorflow
+
+        # A JAX- or torch-only install with Keras left on its default backend.
+        if not _tensorflow.is_missing(error):
+            raise
+        raise ModuleNotFoundError(
+            _tensorflow.NOT_INSTALLED_AS_BACKEND, name="tensorflow"
+        ) from error
     importlib.import_module("keras_posenc.rotary")

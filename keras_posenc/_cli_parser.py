@@ -5,7 +5,8 @@ nothing but argparse and the option tables: no Keras, no TensorFlow.
 """
 
 import argparse
-from typing import NoReturn
+import sys
+from typing import Any, NoReturn
 
 from keras_posenc import __version__, _arguments, _options, demo
 
@@ -28,6 +29,8 @@ Any error prints one line on stderr and exits with status 1; Ctrl-C exits
 with status 130.
 """
 PLOT_KINDS = ("heatmap", "wavelengths", "similarity", "precision")
+# argparse %-formats option help (for `%(default)s`): a literal % is %%.
+_TARGET_PERCENT = f"{demo.TARGET_ACCURACY:.0%}".replace("%", "%%")
 
 
 class UsageError(Exception):
@@ -39,8 +42,34 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """Raises `UsageError` instead of exiting; takes no abbreviated options."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # `--dep 8` is not `--depth 8`: an abbreviation would stop meaning
+        # the same option as soon as another option shares its prefix.
+        super().__init__(allow_abbrev=False, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, f"{message} (see {self.prog} --help)")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """Like argparse's, but unknown arguments after a command name it.
+
+        argparse reports them from the top-level parser, whose usage does not
+        list the command's options.
+        """
+        argv = list(args) if args is not None else sys.argv[1:]
+        parsed, unknown = self.parse_known_args(argv, namespace)
+        if unknown:
+            command = getattr(parsed, "command", None)
+            prog = self.prog
+            if command in argv and unknown[0] in argv[argv.index(str(command)) + 1 :]:
+                prog = f"{self.prog} {command}"
+            raise UsageError(
+                prog,
+                f"unrecognized arguments: {' '.join(unknown)} (see {prog} --help)",
+            )
+        return parsed
 
 
 def _integer(text: str) -> int:
@@ -83,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"{demo.TARGET_ACCURACY:.0%} validation accuracy, saves it as model.keras, "
         "exports it as a SavedModel (on torch: by reloading model.keras under "
         "TensorFlow in a subprocess), reloads that in a fresh process where "
-        "keras_posenc cannot be imported, and compares outputs. Writes DIR "
+        "keras_posenc cannot be imported, and compares outputs. Without "
+        "TensorFlow installed, no SavedModel can be written: it says so and "
+        "reloads model.keras in a fresh process instead. Writes DIR "
         "atomically. Fails (status 1, nothing written) if the model does not "
         "learn within the step budget.",
     )
@@ -97,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_integer,
         default=demo.MAX_STEPS,
         help=f"training budget in steps of {demo.BATCH_SIZE} sequences; training "
-        f"stops early at {demo.TARGET_ACCURACY:.0%} validation accuracy "
+        f"stops early at {_TARGET_PERCENT} validation accuracy "
         f"(default: {demo.MAX_STEPS})",
     )
     demo_parser.add_argument(

@@ -7,6 +7,7 @@ knows the commands (`keras_posenc.cli`).
 """
 
 import contextlib
+import importlib
 import os
 import signal
 import sys
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from types import FrameType, ModuleType
 from typing import Any
 
-from keras_posenc import demo
+from keras_posenc import _tensorflow, demo
 
 INTERRUPTED = 130
 
@@ -72,7 +73,7 @@ def _interrupt_exits_now(prog: str, stderr_fd: int) -> Iterator[None]:
         signal.signal(signal.SIGINT, _interrupt_once)
 
 
-def load_keras(prog: str) -> ModuleType:
+def load_keras(prog: str, tensorflow: bool = False) -> ModuleType:
     """Imports Keras for the configured backend, quietly; returns its backend.
 
     Called once the arguments are read, so that `--help` and usage errors
@@ -81,6 +82,11 @@ def load_keras(prog: str) -> ModuleType:
     starts; native log lines printed while importing are hidden unless it
     is 0. A bad `KERAS_BACKEND` or a tf-keras set-up that cannot work is
     one line.
+
+    With `tensorflow`, TensorFlow is imported here too where it is
+    installed, whatever the backend: for a command that would import it
+    later (Keras's `set_random_seed` does on every backend, a SavedModel
+    export from JAX does), where nothing could hide its start-up lines.
     """
     level = os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     # The lines TensorFlow cannot filter are informational: show them only
@@ -93,6 +99,13 @@ def load_keras(prog: str) -> ModuleType:
             from keras import backend
 
             from keras_posenc import _keras  # refuses tf-keras without TensorFlow
+
+            if tensorflow and _tensorflow.installed():
+                importlib.import_module("tensorflow")
+        except ModuleNotFoundError as error:
+            if _tensorflow.is_missing(error):
+                raise ImportError(_tensorflow.NOT_INSTALLED_AS_BACKEND) from None
+            raise ImportError(first_line(error)) from None
         except ImportError as error:
             raise ImportError(first_line(error)) from None
         except Exception as error:

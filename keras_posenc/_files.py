@@ -164,6 +164,10 @@ class _Siblings:
     def of(self, token, role):
         return os.path.join(self.parent, f".{self.stem}.{token}.{role}")
 
+    def hidden_prefix(self):
+        """What every hidden name beside `path` starts with."""
+        return os.path.join(self.parent, f".{self.stem}.")
+
     def debris(self, token):
         """Everything a writer with `token` may leave besides its lock."""
         roles = ("partial", "partial" + self.extension, "old")
@@ -291,7 +295,7 @@ def _name_the_user_path(error, siblings, staging):
     A path inside `staging` becomes the same path inside `path`; any other
     hidden sibling (a lock, the old content) becomes `path` itself.
     """
-    hidden = os.path.join(siblings.parent, f".{siblings.stem}.")
+    hidden = siblings.hidden_prefix()
     for attribute in ("filename", "filename2"):
         name = getattr(error, attribute)
         if not isinstance(name, str):
@@ -300,6 +304,32 @@ def _name_the_user_path(error, siblings, staging):
             setattr(error, attribute, siblings.path + name[len(staging) :])
         elif name.startswith(hidden):
             setattr(error, attribute, siblings.path)
+
+
+# A strerror text -> its errno: TensorFlow's file errors are not OSErrors
+# but end with "; <strerror>" ("...saved_model.pb.tmp1f2e; File too large").
+_ERRNO_OF = {os.strerror(code): code for code in sorted(errno.errorcode)}
+
+
+def _writer_error_naming_the_user_path(error, siblings):
+    """An OSError naming `path` for a non-OSError that names a hidden sibling.
+
+    A writer that is not Python's `open` (TensorFlow's file system) reports a
+    full disk or a file-size limit with the name of the file it was writing
+    inside the staging directory, which is gone once the error is raised.
+    Returns None if the message names no hidden sibling.
+    """
+    hidden = re.compile(re.escape(siblings.hidden_prefix()) + r"[^\s;:,'\"]*")
+    lines = [line.strip() for line in str(error).splitlines() if hidden.search(line)]
+    if not lines:
+        return None
+    reason = lines[0].rsplit(";", 1)[-1].strip()
+    if ";" in lines[0] and reason in _ERRNO_OF:
+        return OSError(_ERRNO_OF[reason], reason, siblings.path)
+    return OSError(
+        f"Cannot write {siblings.path!r}: {type(error).__name__}: "
+        + hidden.sub(lambda _: siblings.path, lines[0])
+    )
 
 
 @contextlib.contextmanager
@@ -342,6 +372,11 @@ def _staged(path, overwrite, kind, marker):
     except OSError as error:
         _name_the_user_path(error, siblings, staging)
         raise
+    except Exception as error:
+        renamed = _writer_error_naming_the_user_path(error, siblings)
+        if renamed is None:
+            raise
+        raise renamed from error
 
 
 def atomic_directory(path, *, overwrite=False, marker="saved_model.pb"):
@@ -351,7 +386,9 @@ def atomic_directory(path, *, overwrite=False, marker="saved_model.pb"):
     first (never a live writer's, in whatever pid namespace it runs). On any
     exception the staging directory is removed and an existing `path` is
     left as it was; an `OSError` names paths under `path`, never under the
-    staging directory.
+    staging directory, and so does any other error of the writer that names
+    a file in it (TensorFlow's "File too large", "No space left on device"),
+    turned into an `OSError` naming `path`.
 
     Args:
         path: str or os.PathLike. The directory to create.

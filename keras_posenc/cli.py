@@ -18,7 +18,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from keras_posenc import _arguments, _cli_process, _files, _options, demo
+from keras_posenc import _arguments, _cli_process, _files, _options, _tensorflow, demo
 from keras_posenc._cli_parser import PLOT_KINDS, PROG, UsageError, build_parser
 from keras_posenc._cli_process import report_interrupt
 
@@ -81,24 +81,31 @@ def _demo(args: argparse.Namespace, argv: list[str]) -> int:
     out = _files.check_path(out, "--out")
     _files.refuse_to_replace(out, args.overwrite, marker=demo.MARKER)
     _creatable(out)
-    _cli_process.load_keras(f"{PROG} {args.command}")
+    _cli_process.load_keras(f"{PROG} {args.command}", tensorflow=True)
     report = demo.run(out, max_steps=steps, overwrite=args.overwrite)
     steps = report["steps"]
+    if report["export_dir"] is None:
+        exported = f"{report['export_route']}; model.keras loads on every backend"
+        reloaded = "model.keras reloaded in a fresh process"
+    else:
+        exported = (
+            f"exported SavedModel: {report['export_dir']} "
+            f"({report['export_bytes'] / 1024:.0f} KiB; {report['export_route']})"
+        )
+        reloaded = "SavedModel reloaded in a fresh process without keras_posenc"
     print(
         f"\ntrained {steps} step{'' if steps == 1 else 's'} in "
         f"{report['train_seconds']} s: "
         f"validation accuracy {report['val_accuracy']:.1%}\n"
         f"saved {report['keras_file']}\n"
-        f"exported SavedModel: {report['export_dir']} "
-        f"({report['export_bytes'] / 1024:.0f} KiB; {report['export_route']})\n"
-        "reloaded in a fresh process without keras_posenc: outputs "
-        f"{report['reload_shape']}, max |difference| = "
+        f"{exported}\n"
+        f"{reloaded}: outputs {report['reload_shape']}, max |difference| = "
         f"{report['max_abs_difference']:.3g}\n"
         f"report: {os.path.join(out, 'report.json')}"
     )
     if report["max_abs_difference"] > DEMO_TOLERANCE:
         raise RuntimeError(
-            f"the reloaded SavedModel differs from the Keras model by "
+            f"the reloaded {report['reloaded']} differs from the Keras model by "
             f"{report['max_abs_difference']:.3g} > {DEMO_TOLERANCE:g}"
         )
     return 0
@@ -136,6 +143,7 @@ def _export(args: argparse.Namespace, argv: list[str]) -> int:
     out = _files.check_path(args.out, "OUT")
     _files.refuse_to_replace(out, args.overwrite)
     _creatable(out)
+    _tensorflow.require("export")
     if _cli_process.load_keras(f"{PROG} {args.command}").backend() != "tensorflow":
         return _rerun_with_tensorflow(argv)
     from keras_posenc.export import export_encoder
@@ -206,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     >>> from keras_posenc import cli
     >>> cli.main(["--version"])
-    keras-posenc 0.2.0
+    keras-posenc 0.3.0
     0
     """
     whole_process = argv is None

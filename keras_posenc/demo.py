@@ -12,7 +12,10 @@ saved as `model.keras` (which loads on every backend). The SavedModel is
 written by `export_saved_model` on TensorFlow and JAX (and tf-keras). torch
 cannot write SavedModels, so there `model.keras` is reloaded in a
 subprocess with `KERAS_BACKEND=tensorflow` and exported from there; the
-reload check then compares the torch model with that export. The output
+reload check then compares the torch model with that export. Without
+TensorFlow installed (a JAX-only or torch-only install) no SavedModel can
+be written: the demo says so, and the reload check loads `model.keras` in
+a fresh process on the same backend instead. The output
 directory is written atomically (`_files.atomic_directory`, marked by its
 `report.json`), and its location is claimed before training starts, so an
 unwritable `out_dir` fails at once.
@@ -29,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from keras_posenc import _arguments, _files
+from keras_posenc import _arguments, _files, _tensorflow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -230,6 +233,20 @@ _EXPORT_SCRIPT = textwrap.dedent(
 )
 
 
+# Without TensorFlow: the `.keras` file, reloaded in a fresh process on the
+# same backend (importing keras_posenc registers the layer it names).
+_RELOAD_KERAS_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np, keras, keras_posenc
+    keras_path, inputs_path, outputs_path = sys.argv[1:4]
+    model = keras.saving.load_model(keras_path, compile=False)
+    y = model.predict(np.load(inputs_path), verbose=0)
+    np.save(outputs_path, keras.ops.convert_to_numpy(y))
+    """
+)
+
+
 def _quiet_env(**extra: str) -> dict[str, str]:
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
 
@@ -250,20 +267,25 @@ def _run_script(script: str, *args: object, env: Mapping[str, str]) -> None:
 
 
 def reload_in_fresh_process(
-    export_dir: str | os.PathLike[str],
+    path: str | os.PathLike[str],
     inputs: np.ndarray,
     workdir: str | os.PathLike[str],
 ) -> np.ndarray:
-    """Runs a SavedModel in a new Python process without keras_posenc.
+    """Runs a SavedModel, or a `.keras` file, in a new Python process.
+
+    A SavedModel runs where keras_posenc cannot be imported, under
+    TensorFlow, as on a serving host. A `.keras` file (the check where
+    TensorFlow is missing) runs on the configured backend, with keras_posenc
+    imported to register its layers.
 
     Args:
-        export_dir: str. The SavedModel (its `serving_default` signature
-            takes one input).
-        inputs: numpy array fed to that signature.
+        path: str. A SavedModel directory (its `serving_default` signature
+            takes one input) or a `.keras` file of a one-input model.
+        inputs: numpy array fed to it.
         workdir: str. Existing folder for the exchanged `.npy` files.
 
     Returns:
-        The signature's output, as a numpy array.
+        The output, as a numpy array.
 
     Raises:
         RuntimeError: with the last line of the subprocess's stderr if it
@@ -279,10 +301,14 @@ def reload_in_fresh_process(
     inputs_path = os.path.join(workdir, "check_inputs.npy")
     outputs_path = os.path.join(workdir, "check_outputs.npy")
     np.save(inputs_path, inputs)
-    # TensorFlow imports Keras while loading; under KERAS_BACKEND=torch that
-    # loads torch beside TensorFlow, which aborts (two LLVMs in one process).
-    env = _quiet_env(KERAS_BACKEND="tensorflow")
-    _run_script(_RELOAD_SCRIPT, export_dir, inputs_path, outputs_path, env=env)
+    if os.fspath(path).endswith(".keras"):
+        script, env = _RELOAD_KERAS_SCRIPT, _quiet_env()
+    else:
+        # TensorFlow imports Keras while loading; under KERAS_BACKEND=torch
+        # that loads torch beside TensorFlow, which aborts (two LLVMs in one
+        # process).
+        script, env = _RELOAD_SCRIPT, _quiet_env(KERAS_BACKEND="tensorflow")
+    _run_script(script, path, inputs_path, outputs_path, env=env)
     return np.load(outputs_path)
 
 
@@ -320,6 +346,13 @@ def _size(path: str) -> int:
     )
 
 
+# What the demo reports instead of a SavedModel where TensorFlow is missing.
+NO_SAVED_MODEL = (
+    "no SavedModel: it needs TensorFlow, which is not installed "
+    "(pip install tensorflow)"
+)
+
+
 def _export(model: Any, keras_path: str, export_dir: str) -> str:
     """Writes the SavedModel; returns how it was done."""
     from keras_posenc.export import EXPORT_BACKENDS, export_saved_model
@@ -353,8 +386,10 @@ def run(
 
     Writes `out_dir` atomically: `model.keras`, `saved_model/`,
     `check_inputs.npy`, `check_outputs.npy` (what the reloaded SavedModel
-    answered) and `report.json`. The encoding is that of Vaswani et al.
-    (2017), https://arxiv.org/abs/1706.03762.
+    answered) and `report.json`. Without TensorFlow installed there is no
+    `saved_model/` (the report says why) and the check reloads
+    `model.keras` in a fresh process instead. The encoding is that of
+    Vaswani et al. (2017), https://arxiv.org/abs/1706.03762.
 
     Args:
         out_dir: str or os.PathLike. The directory to create.
@@ -412,19 +447,29 @@ def run(
                 f"{TARGET_ACCURACY:.0%}, chance 50%); nothing was exported"
             )
 
-        model.save(os.path.join(stage, "model.keras"))
-        route = _export(
-            model,
-            os.path.join(stage, "model.keras"),
-            os.path.join(stage, "saved_model"),
-        )
+        keras_path = os.path.join(stage, "model.keras")
+        export_dir = os.path.join(stage, "saved_model")
+        model.save(keras_path)
         check_x, _ = make_data(64, seed=2)
         # Longer than the training sequences: the signature takes any length.
         long_x = np.concatenate([check_x, check_x[:, ::-1]], axis=1)
         expected = np.asarray(model.predict(long_x, verbose=0))
-        reloaded = reload_in_fresh_process(
-            os.path.join(stage, "saved_model"), long_x, stage
-        )
+        if _tensorflow.installed():
+            route = _export(model, keras_path, export_dir)
+            reloaded = reload_in_fresh_process(export_dir, long_x, stage)
+            exported = {
+                "export_dir": os.path.join(out_dir, "saved_model"),
+                "export_bytes": _size(export_dir),
+                "reloaded": "saved_model",
+            }
+        else:
+            route = NO_SAVED_MODEL
+            reloaded = reload_in_fresh_process(keras_path, long_x, stage)
+            exported = {
+                "export_dir": None,
+                "export_bytes": 0,
+                "reloaded": "model.keras",
+            }
         report = {
             "backend": backend_name(),
             "steps": history["steps"],
@@ -433,9 +478,8 @@ def run(
             "val_accuracy": round(accuracy, 4),
             "chance_without_encoding": 0.5,
             "keras_file": os.path.join(out_dir, "model.keras"),
-            "export_dir": os.path.join(out_dir, "saved_model"),
             "export_route": route,
-            "export_bytes": _size(os.path.join(stage, "saved_model")),
+            **exported,
             "reload_shape": list(reloaded.shape),
             "max_abs_difference": float(np.abs(reloaded - expected).max()),
         }
@@ -445,6 +489,7 @@ def run(
 
 
 __all__ = [
+    "NO_SAVED_MODEL",
     "DidNotLearn",
     "build_model",
     "export_from_keras_file",

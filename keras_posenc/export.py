@@ -8,9 +8,11 @@ in a sibling directory and published with one rename, an existing path is
 replaced only with `overwrite=True` and only if it is a SavedModel.
 """
 
+import contextlib
+import logging
 import os
 
-from keras_posenc import _arguments, _backend, _files, _positions
+from keras_posenc import _arguments, _backend, _files, _positions, _tensorflow
 from keras_posenc._keras import LEGACY, keras
 from keras_posenc._options import SinusoidalOptions
 from keras_posenc._rows import sinusoidal_rows
@@ -19,7 +21,29 @@ from keras_posenc._rows import sinusoidal_rows
 EXPORT_BACKENDS = ("tensorflow", "jax")
 
 
+def _warnings_and_above(record):
+    return record.levelno >= logging.WARNING
+
+
+@contextlib.contextmanager
+def _staged_export(path, overwrite):
+    """`_files.atomic_directory`, with TensorFlow's INFO log lines held back.
+
+    In an interactive session (a notebook) TensorFlow logs at INFO, and a
+    SavedModel write logs "Assets written to: <the hidden staging
+    directory>/assets", a path renamed away as soon as the export is done.
+    """
+    logger = logging.getLogger("tensorflow")
+    logger.addFilter(_warnings_and_above)
+    try:
+        with _files.atomic_directory(path, overwrite=overwrite) as staging:
+            yield staging
+    finally:
+        logger.removeFilter(_warnings_and_above)
+
+
 def _require_export_backend(what):
+    _tensorflow.require(what)
     if not LEGACY and _backend.NAME not in EXPORT_BACKENDS:
         raise ValueError(
             f"{what} needs a Keras backend that writes SavedModels, one of "
@@ -105,7 +129,7 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
     _require_export_backend("export_saved_model")
     model = _as_model(model_or_layer)
     _files.refuse_to_replace(path, overwrite)
-    with _files.atomic_directory(path, overwrite=overwrite) as staging:
+    with _staged_export(path, overwrite) as staging:
         if LEGACY:
             model.save(staging, save_format="tf")
         else:
@@ -208,6 +232,7 @@ def export_encoder(
         layout=layout,
         out_of_range=out_of_range,
     )
+    _tensorflow.require("export_encoder")
     if _backend.NAME != "tensorflow":
         raise ValueError(
             "export_encoder builds TensorFlow ops and needs "
@@ -219,6 +244,6 @@ def export_encoder(
 
     module = _encoder_module(options)
     signatures = {"serving_default": module.encode, "table": module.table}
-    with _files.atomic_directory(path, overwrite=overwrite) as staging:
+    with _staged_export(path, overwrite) as staging:
         tf.saved_model.save(module, staging, signatures=signatures)
     return os.fspath(path)

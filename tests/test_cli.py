@@ -20,7 +20,7 @@ import pytest
 from _helpers import BACKEND, LEGACY, TOL, reference
 
 import keras_posenc
-from keras_posenc import _options, cli, demo
+from keras_posenc import _options, _tensorflow, cli, demo
 
 # Subprocess tests that do not depend on the pass's backend run once.
 tensorflow_pass = pytest.mark.skipif(
@@ -167,6 +167,74 @@ def test_commands_print_no_native_log_lines(tmp_path):
     out = tmp_path / "pe.png"
     done = command_line("plot", "--out", out, "--length", "16", "--depth", "8")
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{out}\n", "")
+
+
+def _commands():
+    """The subcommand parsers, by name."""
+    (sub,) = [a for a in cli.build_parser()._actions if a.dest == "command"]
+    return sub.choices
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_every_command_help_exits_zero_and_lists_its_options(capsys, command):
+    # `COMMAND --help` prints the command's usage with every option it takes
+    # (`demo --help` crashed on the % of "95% validation accuracy").
+    code, out, err = run(capsys, command, "--help")
+    assert code == 0 and err == ""
+    assert out.startswith(f"usage: keras-posenc {command}")
+    options = {o for a in _commands()[command]._actions for o in a.option_strings}
+    assert "--overwrite" in options
+    assert [o for o in sorted(options) if o not in out] == []
+
+
+@pytest.mark.parametrize(
+    "argv, unknown",
+    [
+        (["demo", "--step", "3"], "--step 3"),
+        (["export", "e", "--depth", "8", "--max-len", "5"], "--max-len 5"),
+        (["plot", "--out", "x.png", "--dep", "8"], "--dep 8"),
+        (["demo", "--bogus"], "--bogus"),
+    ],
+)
+def test_unknown_or_abbreviated_options_name_the_command(
+    workdir, capsys, argv, unknown
+):
+    # `--step` is not `--steps`: no abbreviations. An unknown option after a
+    # command is reported by that command (was by the top-level program,
+    # whose --help does not list it). Nothing runs.
+    before = snapshot(workdir)
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (1, "")
+    command = argv[0]
+    assert error_line(err, command) == (
+        f"unrecognized arguments: {unknown} (see keras-posenc {command} --help)"
+    )
+    assert snapshot(workdir) == before
+
+
+def test_unknown_option_before_the_command_names_the_program(capsys):
+    # Given before any command, it is the program's to report.
+    code, _, err = run(capsys, "--bogus", "demo")
+    assert code == 1
+    assert error_line(err, None) == (
+        "unrecognized arguments: --bogus (see keras-posenc --help)"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    BACKEND == "tensorflow" or LEGACY,
+    reason="on TensorFlow, Keras's own import is the quiet one (tested with plot)",
+)
+def test_demo_prints_no_native_log_lines(tmp_path):
+    # The demo imports TensorFlow on every backend where it is installed
+    # (Keras's set_random_seed; the export from JAX): on JAX and torch it
+    # printed TensorFlow's start-up lines after Keras had loaded. A one-step
+    # budget fails after training: stderr holds that one line and nothing else.
+    done = command_line("demo", "--out", tmp_path / "run", "--steps", "1")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("keras-posenc demo: error: the model did not learn")
 
 
 def test_missing_command_is_one_line(capsys):
@@ -526,7 +594,9 @@ def _interrupt_when_loaded(library, argv, env=None):
     """Starts the command line, sends SIGINT once `library` is mapped in it.
 
     Polling /proc/PID/maps catches the process in the middle of importing
-    that library, whatever the machine's speed.
+    that library, whatever the machine's speed. The command starts with
+    Ctrl-C's default action, as from a terminal, even when the tests run as
+    a background job (which inherits SIGINT ignored, and passes that on).
     """
     env = {**os.environ, **(env or {})}
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
@@ -536,6 +606,7 @@ def _interrupt_when_loaded(library, argv, env=None):
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline:
@@ -571,6 +642,22 @@ def test_ctrl_c_while_importing_is_one_line_and_status_130(tmp_path, library, wh
         ["keras-posenc plot: interrupted"],
     ), (where, err[-2000:])
     assert out == "" and os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
+@tensorflow_pass
+def test_ctrl_c_tests_hold_when_the_suite_runs_in_the_background(tmp_path):
+    # A background job (`pytest &`) starts with SIGINT ignored and its
+    # children inherit that; the Ctrl-C tests reset it in the command's
+    # process, so they test Ctrl-C from a terminal wherever pytest runs.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code, _, err = _interrupt_when_loaded(
+            "_multiarray_umath", ["plot", "--out", tmp_path / "x.png"]
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130, err[-2000:]
 
 
 @tensorflow_pass
@@ -645,6 +732,30 @@ def test_export_writes_a_standalone_encoder(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
+@tensorflow_pass
+def test_export_past_a_file_size_limit_names_out(tmp_path):
+    # A file-size limit (or a full disk) while TensorFlow writes: one line
+    # naming OUT with the system's reason (was TensorFlow's OutOfRangeError
+    # naming its temporary file in the hidden staging directory, gone by
+    # then), status 1, nothing left beside OUT.
+    import resource
+
+    out = tmp_path / "enc"
+    limit = 16 * 1024  # below the encoder's saved_model.pb
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = command_line("export", out, "--depth", "8", cwd=tmp_path, preexec_fn=limited)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr[-2000:]
+    assert done.stderr.splitlines() == [
+        f"keras-posenc export: error: [Errno {errno.EFBIG}] "
+        f"{os.strerror(errno.EFBIG)}: {str(out)!r}"
+    ]
+    assert os.listdir(tmp_path) == []
+
+
 def test_export_refuses_an_existing_encoder_then_replaces_it_when_asked(
     tmp_path, capsys, monkeypatch
 ):
@@ -682,6 +793,49 @@ def test_rerun_under_tensorflow_passes_argv_output_and_status_through(
     assert calls == [([sys.executable, "-m", "keras_posenc", *argv], "tensorflow")]
     assert capsys.readouterr() == ("child out\n", "child err\n")
     assert not os.path.exists("enc-never-written")
+
+
+def test_export_without_tensorflow_is_one_line_before_any_work(
+    workdir, capsys, monkeypatch
+):
+    # A JAX- or torch-only install cannot write a SavedModel: one line saying
+    # what it needs, before Keras starts or a re-run under TensorFlow.
+    monkeypatch.setattr(_tensorflow, "installed", lambda: False)
+    monkeypatch.setattr(cli._cli_process, "load_keras", _never("Keras loaded"))
+    before = snapshot(workdir)
+    code, out, err = run(capsys, "export", "enc", "--depth", "8")
+    assert (code, out) == (1, "")
+    assert error_line(err, "export").startswith(
+        "export writes a SavedModel, which needs TensorFlow, and TensorFlow is "
+        "not installed: `pip install tensorflow`."
+    )
+    assert snapshot(workdir) == before
+
+
+@tensorflow_pass
+def test_command_on_keras_default_backend_without_tensorflow_says_what_to_set(
+    tmp_path,
+):
+    # KERAS_BACKEND unset in a JAX-only install: one line naming the
+    # setting (was "No module named 'tensorflow'").
+    from test_tensorflow import WITHOUT_TENSORFLOW
+
+    # As the `keras-posenc` script starts it (argv[0] tells the package).
+    script = WITHOUT_TENSORFLOW + (
+        "sys.argv[0] = 'keras-posenc'\n"
+        "from keras_posenc import cli; sys.exit(cli.main())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, "plot", "--out", str(tmp_path / "x.png")],
+        capture_output=True,
+        text=True,
+        env={**env, "KERAS_HOME": str(tmp_path / "keras")},
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"keras-posenc plot: error: {_tensorflow.NOT_INSTALLED_AS_BACKEND}"
+    ]
 
 
 @pytest.mark.slow
@@ -810,6 +964,38 @@ def test_demo_learns_exports_and_reloads_apart(tmp_path, capsys):
     # Not replaced unasked; refused before training.
     code, _, err = run(capsys, "demo", "--out", out)
     assert code == 1 and "--overwrite" in error_line(err, "demo")
+
+
+@pytest.mark.slow
+@keras3_pass
+def test_demo_without_tensorflow_keeps_the_keras_file_and_says_why(
+    tmp_path, capsys, monkeypatch
+):
+    # Where TensorFlow is missing no SavedModel can be written: the demo
+    # saves model.keras, says why there is no SavedModel, and reloads the
+    # .keras file in a fresh process on this backend for its check.
+    monkeypatch.setattr(_tensorflow, "installed", lambda: False)
+    monkeypatch.setattr(
+        demo,
+        "train",
+        lambda *a, **k: {"val_accuracy": [0.99], "loss": [0.1], "steps": 1},
+    )
+    monkeypatch.setattr(demo, "_export", _never("exported"))
+    out = tmp_path / "demo"
+    code, stdout, err = run(capsys, "demo", "--out", out)
+    assert code == 0, err
+    report = json.loads((out / "report.json").read_text())
+    assert (report["export_dir"], report["reloaded"]) == (None, "model.keras")
+    assert report["export_route"] == demo.NO_SAVED_MODEL
+    assert report["max_abs_difference"] == 0.0
+    assert f"{demo.NO_SAVED_MODEL}; model.keras loads on every backend" in stdout
+    assert "model.keras reloaded in a fresh process: outputs [64, 1]" in stdout
+    assert sorted(os.listdir(out)) == [
+        "check_inputs.npy",
+        "check_outputs.npy",
+        "model.keras",
+        "report.json",
+    ]
 
 
 def test_plural_counts():

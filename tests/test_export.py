@@ -411,6 +411,26 @@ def test_tf_keras_export_saved_model_restores_the_real_layer(saved_models, mode)
 
 
 @exporting
+def test_export_logs_no_hidden_staging_path(tmp_path, caplog):
+    # TensorFlow logs at INFO in notebooks, and a SavedModel write logs
+    # "Assets written to: <staging>/assets": the export holds its INFO lines
+    # back (a notebook showed the hidden `.NAME~....partial` path twice),
+    # and leaves TensorFlow's logger as it found it.
+    import logging
+
+    logger = logging.getLogger("tensorflow")
+    filters = list(logger.filters)
+    caplog.set_level(logging.INFO, logger="tensorflow")
+    export_saved_model(_model(), tmp_path / "model")
+    if BACKEND == "tensorflow" and not LEGACY:
+        export_encoder(tmp_path / "encoder", 8)
+    assert [
+        r.getMessage() for r in caplog.records if ".partial" in r.getMessage()
+    ] == []
+    assert logger.filters == filters
+
+
+@exporting
 def test_export_a_built_layer_keeps_batch_and_length_dynamic(tmp_path):
     # A bare layer is wrapped with its built shape; batch and the layer's
     # sequence axis (here -2 of [batch, heads, length, dim]) stay dynamic.

@@ -592,6 +592,46 @@ def test_errors_inside_the_staging_name_the_users_path(tmp_path):
     assert _listing(tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    "reason, code",
+    [("File too large", errno.EFBIG), ("No space left on device", errno.ENOSPC)],
+)
+def test_a_writers_non_os_error_about_the_staging_names_the_users_path(
+    tmp_path, reason, code
+):
+    # TensorFlow reports a full disk or a file-size limit as its own error
+    # type, naming its temporary file inside the staging directory (gone by
+    # then): it becomes an OSError with that errno, naming `path`.
+    path = tmp_path / "model"
+    with pytest.raises(OSError) as raised:
+        with _files.atomic_directory(path) as staging:
+            temporary = os.path.join(staging, "saved_model.pb.tmp1f2e3d")
+            raise RuntimeError(f"{temporary}; {reason}\n\t [[{{{{node SaveV2}}}}]]")
+    assert (raised.value.errno, raised.value.filename) == (code, str(path))
+    assert str(raised.value) == f"[Errno {code}] {reason}: {str(path)!r}"
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert _listing(tmp_path) == []
+
+
+def test_a_writers_other_error_about_the_staging_names_the_users_path(tmp_path):
+    # Without an errno to read, the message keeps the writer's words with
+    # `path` in place of the hidden name.
+    path = tmp_path / "model"
+    with pytest.raises(OSError) as raised:
+        with _files.atomic_directory(path) as staging:
+            raise ValueError(f"cannot finish {staging}/variables: quota")
+    assert str(raised.value) == (
+        f"Cannot write {str(path)!r}: ValueError: cannot finish {path}: quota"
+    )
+
+
+def test_a_writers_error_about_something_else_passes_unchanged(tmp_path):
+    # Only messages naming the hidden siblings are rewritten.
+    with pytest.raises(ValueError, match="^bad input$"):
+        with _files.atomic_directory(tmp_path / "model"):
+            raise ValueError("bad input")
+
+
 @pytest.mark.parametrize("role", ["lock", "partial"])
 def test_errors_making_hidden_names_name_the_users_path(tmp_path, monkeypatch, role):
     # A refused lock file or staging directory (read-only or full volume) is

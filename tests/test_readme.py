@@ -7,6 +7,7 @@ directory. Blocks that only show a signature are marked `text`, not
 command line has.
 """
 
+import configparser
 import os
 import re
 import shlex
@@ -14,6 +15,7 @@ import shlex
 import pytest
 from _helpers import BACKEND, LEGACY
 
+import keras_posenc
 from keras_posenc import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -86,3 +88,43 @@ def test_readme_command_lines_use_existing_flags():
             }
         unknown = [f for f in flags if f not in known]
         assert not unknown, f"README line {line}: {name} has no {unknown}"
+
+
+def _requirements():
+    """setup.cfg's requirements without TensorFlow, and its backend extras."""
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "setup.cfg"))
+    required = config["options"]["install_requires"].split()
+    extras = config["options.extras_require"]
+    without = [r for r in required if not r.startswith("tensorflow")]
+    return without, {name: extras[name].split() for name in ("jax", "torch")}
+
+
+def test_readme_install_without_tensorflow_matches_setup_cfg():
+    # The README's JAX-only command (which CI runs in a venv holding nothing
+    # else) and its torch-only requirements are setup.cfg's requirements
+    # less TensorFlow, plus that backend's extra; the package itself goes in
+    # after them, with --no-deps (before them, pip reports TensorFlow missing).
+    without, extras = _requirements()
+    commands = [c for _, source in blocks("bash") for c in source.splitlines()]
+    jax = [c for c in commands if c.startswith('pip install "keras')]
+    assert [shlex.split(c)[2:] for c in jax] == [without + extras["jax"]]
+    assert commands[commands.index(jax[0]) + 1] == "pip install --no-deps ."
+    with open(README, encoding="utf-8") as f:
+        text = " ".join(f.read().split())
+    assert (
+        " ".join(
+            f'"{r}"' if "[" in r or ">" in r else r for r in without + extras["torch"]
+        )
+        in text
+    )
+
+
+def test_changelog_newest_release_is_this_version():
+    # The version that --version and the wheel report is the CHANGELOG's
+    # newest entry, released (dated), not "unreleased".
+    with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
+        newest = next(line for line in f if line.startswith("## "))
+    assert re.fullmatch(
+        rf"## {re.escape(keras_posenc.__version__)} \(\d{{4}}-\d\d-\d\d\)\n", newest
+    ), newest
