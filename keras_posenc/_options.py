@@ -85,6 +85,10 @@ class SinusoidalOptions:
     scale_inputs: bool = False
     out_of_range: str = "error"
     sequence_axis: int = 1
+    # Not an option: the layout of each input shape, read at every call.
+    _layouts: ShapeMemo = dataclasses.field(
+        init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self):
         def normalise(name, value):
@@ -111,7 +115,6 @@ class SinusoidalOptions:
             raise invalid(
                 "scale_inputs", f"False unless merge='add' (merge={self.merge!r})", True
             )
-        # Not a field: the layout of each input shape, read at every call.
         normalise("_layouts", ShapeMemo(self._layout))
 
     @property
@@ -185,4 +188,8 @@ class SinusoidalOptions:
 
     def to_config(self):
         """The options as the plain JSON dict of a layer config."""
-        return dataclasses.asdict(self)
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.init
+        }
