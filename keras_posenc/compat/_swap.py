@@ -4,7 +4,7 @@ import os
 import re
 import tempfile
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import keras
 
@@ -157,7 +157,7 @@ class _ExactModel:
         # takes the model as its `.keras` file, which loads it exact.
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "model.keras")
-            self.save(path)
+            cast(Any, self).save(path)
             with open(path, "rb") as file:
                 return (_unpickle, (file.read(),))
 
