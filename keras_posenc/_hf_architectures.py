@@ -14,8 +14,8 @@ in, and how its attention pairs features. Two sources make it:
   Gemma 3's per-layer bases, values that mean "no RoPE").
 
 A model type is supported only where the survey's evidence holds; every
-other one is refused by name (`REFUSED`). `_hf_config` reads a config with
-this table.
+other one is refused by name (`REFUSED`): `resolve` finds the
+`Architecture` of a raw config, and `_hf_config` reads it with it.
 """
 
 import dataclasses
@@ -23,9 +23,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from keras_posenc import _arguments
+from keras_posenc._echo import shortened
 from keras_posenc._hf_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
-
-__all__ = ["ARCHITECTURES", "GENERIC", "REFUSED", "TRANSFORMERS_VERSION"]
 
 _FROZEN = types.MappingProxyType
 # The standardized keys, as transformers' configs name them.
@@ -224,6 +224,75 @@ GENERIC = Architecture(
 ARCHITECTURES = _FROZEN(
     {model_type: _architecture(model_type, e) for model_type, e in SUPPORTED.items()}
 )
+
+
+# What a wrapper's top level may not hold: its text config's keys.
+_TEXT_KEYS = (
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "partial_rotary_factor",
+    "head_dim",
+    "hidden_size",
+    "num_attention_heads",
+)
+
+
+def _unverified(model_type):
+    """The error for a `model_type` outside the verified table."""
+    why = REFUSED.get(model_type)
+    if why is None:
+        why = "it is not one of them"
+        todo = (
+            "drop `model_type` to read the standard Llama keys if its RoPE is "
+            "Llama's, or "
+        )
+    else:
+        todo = "if its RoPE is one RotaryEmbedding computes, "
+    expected = (
+        f"a model type whose RoPE is verified against transformers "
+        f"{TRANSFORMERS_VERSION}'s own rotary modules (listed in the docs, "
+        f"'Hugging Face model types'); in `config`, {model_type!r}: {why}. "
+        f"{todo[0].upper()}{todo[1:]}build RotaryEmbedding(max_wavelength=..., "
+        "rope_scaling=..., rotary_dim=..., layout=...) directly"
+    )
+    return _arguments.invalid("model_type", expected, model_type)
+
+
+def _check_text_keys(model_type, config, text):
+    """A wrapper's own RoPE keys are not read (its `text_config`'s are)."""
+    for key in _TEXT_KEYS:
+        value = config.get(key)
+        if value is not None and value != text.get(key):
+            expected = (
+                f"no {key!r} key beside `text_config`: transformers' {model_type} "
+                "reads its text model's from `text_config`"
+            )
+            raise _arguments.invalid(key, expected, shortened(value))
+
+
+def resolve(config):
+    """``(model_type, Architecture, the dict it reads)`` of a raw config: its
+    `model_type`'s, its text model's for a wrapper, `GENERIC` without one;
+    a `model_type` outside the table is refused by name."""
+    model_type = config.get("model_type")
+    if model_type is None:
+        return None, GENERIC, config
+    if not isinstance(model_type, str):
+        raise _arguments.invalid("model_type", "a string", shortened(model_type))
+    arch = ARCHITECTURES.get(model_type)
+    if arch is None:
+        raise _unverified(shortened(model_type))
+    if arch.text is None:
+        return model_type, arch, config
+    text = config.get("text_config")
+    if text is None and arch.lift:
+        return arch.text, ARCHITECTURES[arch.text], config
+    if text is not None and not isinstance(text, dict):
+        expected = f"None or a dict (the text model of model_type {model_type!r})"
+        raise _arguments.invalid("text_config", expected, shortened(text))
+    _check_text_keys(model_type, config, text or {})
+    return resolve({"model_type": arch.text, **(text or {})})
 
 
 def _reads(arch):

@@ -22,87 +22,17 @@ import numbers
 import warnings
 
 from keras_posenc import _arguments, _hf_json
-from keras_posenc._hf_architectures import (
-    ARCHITECTURES,
-    GENERIC,
-    REFUSED,
-    TRANSFORMERS_VERSION,
-)
-from keras_posenc._rope_config import shortened
+from keras_posenc._echo import shortened
+from keras_posenc._hf_architectures import TRANSFORMERS_VERSION, resolve
 
 _ORIG = "original_max_position_embeddings"
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 # rope types whose pretraining length transformers completes from the config.
 _ORIG_TYPES = ("llama3", "yarn", "longrope")
-# What a composite config's top level may not hold: its text config's keys.
-_TEXT_KEYS = (
-    "rope_theta",
-    "rope_scaling",
-    "rope_parameters",
-    "partial_rotary_factor",
-    "head_dim",
-    "hidden_size",
-    "num_attention_heads",
-)
 # Lengths beyond this are no config's: a float64 ratio of two of them is finite.
 _MAX_LENGTH = 2**53
 # The arguments `from_hf_config` reads from the config.
 READ = ("max_wavelength", "rope_scaling", "rotary_dim", "layout")
-
-
-def _unverified(model_type):
-    """The error for a `model_type` outside the verified table."""
-    why = REFUSED.get(model_type)
-    if why is None:
-        why = "it is not one of them"
-        todo = (
-            "drop `model_type` to read the standard Llama keys if its RoPE is "
-            "Llama's, or "
-        )
-    else:
-        todo = "if its RoPE is one RotaryEmbedding computes, "
-    expected = (
-        f"a model type whose RoPE is verified against transformers "
-        f"{TRANSFORMERS_VERSION}'s own rotary modules (listed in the docs, "
-        f"'Hugging Face model types'); in `config`, {model_type!r}: {why}. "
-        f"{todo[0].upper()}{todo[1:]}build RotaryEmbedding(max_wavelength=..., "
-        "rope_scaling=..., rotary_dim=..., layout=...) directly"
-    )
-    return _arguments.invalid("model_type", expected, model_type)
-
-
-def _check_text_keys(model_type, config, text):
-    """A wrapper's own RoPE keys are not read (its `text_config`'s are)."""
-    for key in _TEXT_KEYS:
-        value = config.get(key)
-        if value is not None and value != text.get(key):
-            expected = (
-                f"no {key!r} key beside `text_config`: transformers' {model_type} "
-                "reads its text model's from `text_config`"
-            )
-            raise _arguments.invalid(key, expected, shortened(value))
-
-
-def _architecture(config):
-    """``(model_type, Architecture, the dict it reads)``."""
-    model_type = config.get("model_type")
-    if model_type is None:
-        return None, GENERIC, config
-    if not isinstance(model_type, str):
-        raise _arguments.invalid("model_type", "a string", shortened(model_type))
-    arch = ARCHITECTURES.get(model_type)
-    if arch is None:
-        raise _unverified(shortened(model_type))
-    if arch.text is None:
-        return model_type, arch, config
-    text = config.get("text_config")
-    if text is None and arch.lift:
-        return arch.text, ARCHITECTURES[arch.text], config
-    if text is not None and not isinstance(text, dict):
-        expected = f"None or a dict (the text model of model_type {model_type!r})"
-        raise _arguments.invalid("text_config", expected, shortened(text))
-    _check_text_keys(model_type, config, text or {})
-    return _architecture({"model_type": arch.text, **(text or {})})
 
 
 def _positive_int(name, value):
@@ -379,7 +309,7 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         seq_len = _arguments.check_positive_int(
             "seq_len", seq_len, _arguments.POSITION_LIMIT
         )
-    model_type, arch, config = _architecture(_hf_json.load(config))
+    model_type, arch, config = resolve(_hf_json.load(config))
     values, names = _top_level(arch, config)
     if arch.local_theta is not None:
         name, params = _local_layers(model_type, arch, config, values)

@@ -16,7 +16,7 @@ import pathlib
 import stat
 
 from keras_posenc import _arguments
-from keras_posenc._rope_config import shortened
+from keras_posenc._echo import shortened
 
 # Published configs are 1-100 KB (Phi-3's LongRoPE lists included).
 MAX_BYTES = 4 << 20

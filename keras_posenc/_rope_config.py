@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from keras_posenc import _arguments, _rope_types
+from keras_posenc._echo import shortened
 from keras_posenc._rope_types import REGISTRY, ROPE_TYPES
 
 # Widest rotary dimension, as `depth`: the host-side constants take about
@@ -27,8 +28,6 @@ LAYOUTS = ("half", "interleaved")
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 # Most values in a list key (one per frequency): checked before the values.
 MAX_ENTRIES = MAX_ROTARY_DIM // 2
-# What an error message shows of a long value.
-_ECHO_ITEMS, _ECHO_CHARS, _ECHO_DEPTH = 8, 200, 4
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal)
 # Every frequency is below max(1, 1 / base) / min(1, divisors): that bound
@@ -48,32 +47,6 @@ def check_rotary_dim(value, name="rotary_dim"):
             name, f"a positive even integer <= {MAX_ROTARY_DIM}", value
         )
     return int(value)
-
-
-def shortened(value, depth=0):
-    """`value` for an error message: long lists, dicts and strings cut short.
-
-    A list or dict past 8 entries shows its first 3 and its length, a string
-    past 200 characters its start and its length, anything nested deeper
-    than 4 levels its type: a message stays a line whatever the value.
-    """
-    if depth >= _ECHO_DEPTH and isinstance(value, (dict, list, tuple)):
-        return f"<{type(value).__name__} of {len(value)}>"
-    if isinstance(value, str) and len(value) > _ECHO_CHARS:
-        return f"<str of {len(value)} characters: {value[:40]!r}...>"
-    if isinstance(value, dict):
-        items = list(value.items())
-        shown = {k: shortened(v, depth + 1) for k, v in items[:_ECHO_ITEMS]}
-        if len(items) > _ECHO_ITEMS:
-            shown = dict(list(shown.items())[:3])
-            shown["..."] = f"<{len(items)} keys>"
-        return shown
-    if isinstance(value, (list, tuple)) and len(value) > _ECHO_ITEMS:
-        head = ", ".join(repr(shortened(v, depth + 1)) for v in value[:3])
-        return f"<{type(value).__name__} of {len(value)} values: {head}, ...>"
-    if isinstance(value, (list, tuple)):
-        return type(value)(shortened(v, depth + 1) for v in value)
-    return value
 
 
 # -- key kinds: each returns the plain value, or _INVALID ---------------------------

@@ -832,6 +832,16 @@ def test_types_transformers_reads_as_llama_are_read(model_type):
     assert model_type in _hf_architectures.ARCHITECTURES
 
 
+@pytest.mark.parametrize(
+    "layer_type, base", [("sliding_attention", 1e4), ("full_attention", 1e7)]
+)
+def test_dory_without_rope_parameters_reads_its_per_layer_bases(layer_type, base):
+    # transformers fills sliding 1e4 and full 1e7 when rope_parameters is absent.
+    config = {"model_type": "dory", "head_dim": 64}
+    layer = RotaryEmbedding.from_hf_config(config, layer_type=layer_type)
+    assert (layer.max_wavelength, layer.rope_scaling) == (base, None)
+
+
 def test_gemma3_rope_scaling_updates_the_full_attention_dict_of_nested_parameters():
     # transformers: rope_parameters['full_attention'].update(rope_scaling); the
     # sliding dict stays as given.

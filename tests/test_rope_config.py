@@ -473,6 +473,22 @@ def test_long_factor_lists_are_refused_by_length_first(key):
     assert len(message) < 1000
 
 
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "linear", "factor": 2.0, **{f"k{i}": i for i in range(10**5)}},
+        {"rope_type": "x" * 10**6},
+    ],
+    ids=["many-unknown-keys", "huge-rope-type"],
+)
+def test_huge_values_are_echoed_in_one_short_line(scaling):
+    with pytest.raises(ValueError, match=r"Received: rope_scaling=") as raised:
+        RopeConfig.build(rope_scaling=scaling)
+    message = str(raised.value)
+    assert len(message) < 1000 and "\n" not in message
+    assert "<100002 keys>" in message or "<str of 1000000 characters" in message
+
+
 def test_long_mrope_section_is_refused_by_length_first():
     scaling = {**MROPE, "mrope_section": [1] * 40_000}
     with pytest.raises(ValueError) as raised:

@@ -1012,6 +1012,10 @@ def _judge(model_type, group, supported, refused, arrays):
         return True
     case, why = fatal[0]
     del supported[model_type]
+    text = found.get("text")
+    if text is not None and text not in supported:  # a wrapper of a refused type
+        refused[model_type] = f"its text model, {text}, is refused"
+        return True
     where = case["variant"] + (f", {case['layer_type']}" if case["layer_type"] else "")
     if why.startswith("refused: "):
         why = f"its {where} config is refused ({why[len('refused: ') :]})"
