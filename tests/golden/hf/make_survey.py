@@ -399,6 +399,18 @@ NO_ROPE = {
     "granitemoehybrid": lambda c: c.position_embedding_type != "rope",
     "falcon": lambda c: bool(c.alibi),
 }
+
+
+def _phi3(rope_type, **keys):
+    """A Phi-3 (head 96) LongRoPE dict under one of its rope_type names."""
+    return {
+        "type": rope_type,
+        "short_factor": [1.0] * 48,
+        "long_factor": [2.0] * 48,
+        **keys,
+    }
+
+
 # Cases of the keys each model reads in its own way (`_hf_architectures.QUIRKS`).
 EXTRA = {
     "esm": [("absolute", {"position_embedding_type": "absolute"})],
@@ -442,46 +454,17 @@ EXTRA = {
         ),
     ],
     "phi3": [
-        (
-            "su",
-            {
-                "rope_scaling": {
-                    "type": "su",
-                    "short_factor": [1.0] * 48,
-                    "long_factor": [2.0] * 48,
-                }
-            },
-        ),
+        ("su", {"rope_scaling": _phi3("su")}),
         (
             "su_length",
-            {
-                "rope_scaling": {
-                    "type": "su",
-                    "short_factor": [1.0] * 48,
-                    "long_factor": [2.0] * 48,
-                    "original_max_position_embeddings": 2048,
-                }
-            },
+            {"rope_scaling": _phi3("su", original_max_position_embeddings=2048)},
         ),
-        (
-            "yarn_renamed",
-            {
-                "rope_scaling": {
-                    "type": "yarn",
-                    "short_factor": [1.0] * 48,
-                    "long_factor": [2.0] * 48,
-                }
-            },
-        ),
+        ("yarn_renamed", {"rope_scaling": _phi3("yarn")}),
         (
             "top_length",
             {
                 "original_max_position_embeddings": 2048,
-                "rope_scaling": {
-                    "type": "longrope",
-                    "short_factor": [1.0] * 48,
-                    "long_factor": [2.0] * 48,
-                },
+                "rope_scaling": _phi3("longrope"),
             },
         ),
     ],
