@@ -125,7 +125,9 @@ _GPTJ = {
         "partial_rotary_factor",
     ),
     "requires": (
-        Requirement("rotary_dim", 64, _is_int, "a positive integer (GPT-J rotates it)"),
+        Requirement(
+            "rotary_dim", 64, _is_int, "a positive integer (the features it rotates)"
+        ),
     ),
 }
 
@@ -307,7 +309,24 @@ def _reads(arch):
     notes += [f"`{need.key}`: {need.why}" for need in arch.requires]
     if arch.mrope:
         notes.append("`mrope_section`")
+    ignored = [item if isinstance(item, str) else item[0] for item in arch.ignored]
+    if ignored:
+        notes.append("not read (refused): " + ", ".join(f"`{k}`" for k in ignored))
     return "; ".join(notes)
+
+
+def _columns(arch):
+    """The pairing, partial rotation and rope types of a supported type."""
+    layout = arch.layout if isinstance(arch.layout, str) else "by key"
+    aliased = {key for _, key in arch.aliases}
+    read = {item if isinstance(item, str) else item[1] for item in arch.ignored}
+    if "partial_rotary_factor" in read and "partial_rotary_factor" not in aliased:
+        partial = "not read"
+    else:
+        partial = "applied" if arch.partial else "refused unless 1"
+    no_dicts = {"rope_scaling", "rope_parameters"} <= read
+    rope_types = "default only" if no_dicts else ", ".join(arch.rope_types or ())
+    return layout, partial, rope_types
 
 
 def model_types_page():
@@ -336,9 +355,7 @@ def model_types_page():
         "| --- | --- | --- | --- | --- |",
     ]
     for model_type, arch in sorted(ARCHITECTURES.items()):
-        layout = arch.layout if isinstance(arch.layout, str) else "by key"
-        partial = "applied" if arch.partial else "refused unless 1"
-        rope_types = ", ".join(arch.rope_types or ())
+        layout, partial, rope_types = _columns(arch)
         lines.append(
             f"| `{model_type}` | {layout} | {partial} | {rope_types} | {_reads(arch)} |"
         )

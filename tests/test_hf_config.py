@@ -638,7 +638,7 @@ BAD = [
         "gptj-no-rotary-dim",
         {"model_type": "gptj", "rotary_dim": None},
         {},
-        r"`rotary_dim`, expected a positive integer \(GPT-J rotates it\)",
+        r"`rotary_dim`, expected a positive integer \(the features it rotates\)",
     ),
     (
         "falcon-alibi",
