@@ -223,15 +223,22 @@ def _lengths(given_type, rope_type, name, params, values, nested, seq_len):
             )
             raise _arguments.invalid(name, expected, shortened(params))
         params[_ORIG] = max_positions
-    if given_type in _ORIG_TYPES:
+    # transformers completes the length for the type as given, and again
+    # (the top-level length winning) for the type as renamed; a type renamed
+    # to one that needs it (Phi-3's "su") fails its check when it is missing.
+    renamed_without = given_type not in _ORIG_TYPES and params.get(_ORIG) is None
+    if rope_type in _ORIG_TYPES and not renamed_without:
         top = values[_ORIG]
         if top is not None and not nested:  # Phi-3's top-level length wins
             params[_ORIG] = top
         elif params.get(_ORIG) is None:
             params[_ORIG] = max_positions
-        if rope_type != "llama3" and params.get("factor") is None:
-            if _arguments.is_int(params[_ORIG]) and params[_ORIG] > 0 and max_positions:
-                params["factor"] = max_positions / params[_ORIG]
+    # yarn and longrope take the ratio of lengths for a missing factor when
+    # their frequencies are made (after Phi-3 renames "su" to "longrope").
+    orig = params.get(_ORIG)
+    if rope_type in ("yarn", "longrope") and params.get("factor") is None:
+        if _arguments.is_int(orig) and orig > 0 and max_positions:
+            params["factor"] = max_positions / orig
     if rope_type in ("dynamic", "longrope") and seq_len is not None:
         params["seq_len"] = seq_len
 

@@ -863,6 +863,26 @@ def test_gemma3_rope_scaling_updates_the_full_attention_dict_of_nested_parameter
     assert (sliding.max_wavelength, sliding.rope_scaling) == (3e4, None)
 
 
+def test_phi3_su_is_longrope_with_the_top_level_length():
+    # transformers renames "su" to "longrope", then completes the length
+    # again: the top-level original_max_position_embeddings wins (4096, its
+    # default), so the factor is 4096 / 4096 and the attention factor 1.
+    factors = {"short_factor": [1.0] * 48, "long_factor": [2.0] * 48}
+    scaling = {"type": "su", **factors, "original_max_position_embeddings": 2048}
+    layer = RotaryEmbedding.from_hf_config(
+        {"model_type": "phi3", "rope_scaling": scaling}
+    )
+    assert layer.rope_scaling["rope_type"] == "longrope"
+    assert layer.rope_scaling["original_max_position_embeddings"] == 4096
+    assert layer.attention_factor == 1.0
+
+
+def test_phi3_su_without_a_length_is_refused_as_transformers_fails():
+    scaling = {"type": "su", "short_factor": [1.0] * 48, "long_factor": [2.0] * 48}
+    with pytest.raises(ValueError, match=r"a 'original_max_position_embeddings' key"):
+        RotaryEmbedding.from_hf_config({"model_type": "phi3", "rope_scaling": scaling})
+
+
 def test_qwen3_5_reads_its_text_config():
     # The composite file: the text model under text_config, as Gemma 3's.
     rope = {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25}

@@ -721,8 +721,8 @@ def _field_defaults(config_class):
 
 
 def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, dict):  # sorted: some configs build theirs from sets
+        return {k: _plain(value[k]) for k in sorted(value)}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
