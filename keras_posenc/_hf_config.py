@@ -1,141 +1,158 @@
-"""`RotaryEmbedding` arguments from a Hugging Face `config.json`, as transformers
-5.23 reads it.
+"""`RotaryEmbedding` arguments from a Hugging Face `config.json`, as the
+transformers release `TRANSFORMERS_VERSION` reads it.
 
-A raw `config.json` (the file as published) is read as transformers'
-configuration class of its `model_type` reads it once loaded: the
-architecture's own key names and defaults (`_hf_architectures`), legacy
-`rope_scaling` or `rope_parameters` (transformers 5, possibly holding
-`rope_theta` and `partial_rotary_factor`, possibly nested per layer type),
-as `standardize_rope_params` completes them. Every key transformers reads
-for RoPE is applied; a RoPE key it would not read is refused by name, as
-is any unknown key inside `rope_scaling` / `rope_parameters`
-(`RopeConfig.build` checks those when the layer is built).
+A raw `config.json` (the file as published, read by `_hf_json`) is read as
+transformers' configuration class of its `model_type` reads it once
+loaded: the architecture's own key names and defaults
+(`_hf_architectures`), legacy `rope_scaling` or `rope_parameters`
+(transformers 5, possibly holding `rope_theta` and
+`partial_rotary_factor`, possibly nested per layer type), as
+`standardize_rope_params` completes them. Only model types verified
+against their own transformers rotary modules are read; every other one is
+refused by name, and a config without `model_type` is read as Llama reads
+the standard keys. Every key transformers reads for RoPE is applied; a
+RoPE key it would not read is refused by name, as is any unknown key
+inside `rope_scaling` / `rope_parameters` (`RopeConfig.build` checks those
+when the layer is built) but `"finetuned"`, which transformers ignores
+with a warning: so does this.
 """
 
-import json
 import math
 import numbers
-import os
-import pathlib
+import warnings
 
-from keras_posenc import _arguments
-from keras_posenc._hf_architectures import ARCHITECTURES, GENERIC, REFUSED
+from keras_posenc import _arguments, _hf_json
+from keras_posenc._echo import shortened
+from keras_posenc._hf_architectures import TRANSFORMERS_VERSION, resolve
 
 _ORIG = "original_max_position_embeddings"
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 # rope types whose pretraining length transformers completes from the config.
 _ORIG_TYPES = ("llama3", "yarn", "longrope")
-_FILE = "a dict, or the path of a config.json file or of a directory holding one"
-
-
-def load(config):
-    """The config dict: `config` itself, or the JSON object at its path."""
-    if isinstance(config, dict):
-        return config
-    if not isinstance(config, (str, os.PathLike)):
-        raise _arguments.invalid("config", _FILE, config)
-    path = pathlib.Path(config)
-    if path.is_dir():
-        path = path / "config.json"
-    try:
-        with open(path, encoding="utf-8") as f:
-            content = json.load(f)
-    except (OSError, ValueError) as error:
-        raise _arguments.invalid("config", f"{_FILE} ({error})", str(config)) from None
-    if not isinstance(content, dict):
-        raise _arguments.invalid("config", f"{_FILE} (a JSON object)", str(config))
-    return content
-
-
-def _architecture(config):
-    """``(model_type, Architecture, the dict it reads)``."""
-    model_type = config.get("model_type")
-    if model_type is not None and not isinstance(model_type, str):
-        raise _arguments.invalid("model_type", "a string", model_type)
-    if model_type is not None and model_type in REFUSED:
-        raise _arguments.invalid("model_type", REFUSED[model_type], model_type)
-    arch = GENERIC if model_type is None else ARCHITECTURES.get(model_type, GENERIC)
-    if arch.text is None:
-        return model_type, arch, config
-    text = config.get("text_config")
-    if isinstance(text, dict):
-        return _architecture({"model_type": arch.text, **text})
-    if arch.lift and text is None:
-        return arch.text, ARCHITECTURES[arch.text], config
-    expected = f"a 'text_config' dict for model_type {model_type!r}"
-    raise _arguments.invalid("text_config", expected, text)
+# Lengths beyond this are no config's: a float64 ratio of two of them is finite.
+_MAX_LENGTH = 2**53
+# The arguments `from_hf_config` reads from the config.
+READ = ("max_wavelength", "rope_scaling", "rotary_dim", "layout")
 
 
 def _positive_int(name, value):
     if not _arguments.is_int(value) or value <= 0:
-        raise _arguments.invalid(name, "a positive integer", value)
+        raise _arguments.invalid(name, "a positive integer", shortened(value))
     return int(value)
 
 
 def _fraction(name, value):
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or not 0 < value <= 1:
-        raise _arguments.invalid(name, "a number in (0, 1]", value)
+        raise _arguments.invalid(name, "a number in (0, 1]", shortened(value))
     return value
+
+
+def _shadowed(arch):
+    return {item if isinstance(item, str) else item[0] for item in arch.ignored}
+
+
+def _check_requires(arch, config):
+    """Refuses a value that means the model applies no RoPE."""
+    for need in arch.requires:
+        value = config.get(need.key, need.default)
+        if not need.ok(value):
+            raise _arguments.invalid(need.key, need.why, shortened(value))
 
 
 def _top_level(arch, config):
     """Standardized top-level values and the raw key each was read from."""
-    shadowed = {item if isinstance(item, str) else item[0] for item in arch.ignored}
+    shadowed = _shadowed(arch)
     values, names = dict(arch.defaults), {key: key for key in arch.defaults}
     sources = [(key, key) for key in arch.defaults if key not in shadowed]
     for raw, key in (*sources, *arch.aliases):
         if raw in config and (config[raw] is not None or key.startswith("partial")):
             values[key], names[key] = config[raw], raw
-    for key, value, why in arch.refuse:
-        if (config[key] if key in config else values.get(key)) is value:
-            raise _arguments.invalid(key, why, value)
+    _check_requires(arch, config)
     for key in ("hidden_size", "num_attention_heads"):
         if values[key] is not None:
             values[key] = _positive_int(names[key], values[key])
+    key = "max_position_embeddings"
+    if values[key] is not None:
+        values[key] = _arguments.check_positive_int(
+            names[key], shortened(values[key]), _MAX_LENGTH
+        )
     if values["head_dim"]:
         values["head_dim"] = _positive_int(names["head_dim"], values["head_dim"])
     elif values["hidden_size"] and values["num_attention_heads"]:
         values["head_dim"] = values["hidden_size"] // values["num_attention_heads"]
     else:
         expected = "a 'head_dim', or 'hidden_size' and 'num_attention_heads' key"
-        raise _arguments.invalid("config", expected, sorted(config))
+        raise _arguments.invalid("config", expected, shortened(sorted(config)))
     key = "partial_rotary_factor"
     if names[key] in config or values[key] is not None:
         values[key] = _fraction(names[key], values[key])
     return values, names
 
 
+def _copy(params):
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in params.items()}
+
+
 def _rope_dict(arch, config):
     """`rope_scaling` (it wins, as in transformers) or `rope_parameters`: a copy."""
-    shadowed = {item if isinstance(item, str) else item[0] for item in arch.ignored}
+    shadowed, given = _shadowed(arch), {}
     for name in ("rope_scaling", "rope_parameters"):
         value = config.get(name)
         if name in shadowed or value is None:
             continue
         if not isinstance(value, dict):
-            raise _arguments.invalid(name, "None or a dict of RoPE parameters", value)
+            raise _arguments.invalid(
+                name, "None or a dict of RoPE parameters", shortened(value)
+            )
         if value:
-            return name, {
-                k: dict(v) if isinstance(v, dict) else v for k, v in value.items()
-            }
-    return "rope_parameters", dict(arch.rope_parameters or {})
+            given[name] = value
+    if len(given) == 2 and given["rope_scaling"] != given["rope_parameters"]:
+        expected = (
+            "no 'rope_parameters' beside a different 'rope_scaling' (transformers "
+            "reads 'rope_scaling' and drops it)"
+        )
+        raise _arguments.invalid("rope_parameters", expected, shortened(given))
+    for name, value in given.items():
+        return name, _copy(value)
+    return None, _copy(arch.rope_parameters or {})
 
 
-def _local_layers(params, config, values, local):
-    """Gemma 3: full-attention layers take `rope_scaling`, sliding ones their
-    own base (`rope_local_base_freq`)."""
-    if not any(isinstance(v, dict) for v in params.values()):
-        params = {"full_attention": {"rope_type": "default", **params}}
-    key, default = local
+def _local_layers(model_type, arch, config, values):
+    """Gemma 3: one dict per layer type; `rope_scaling` updates the
+    full-attention one, sliding layers take their own base
+    (`rope_local_base_freq`), as its `convert_rope_params_to_dict` does."""
+    given = config.get("rope_parameters")
+    if given is None:
+        default = {"rope_type": "default"}
+        given = {"full_attention": default, "sliding_attention": default}
+    if not isinstance(given, dict) or any(
+        not isinstance(v, dict) for v in given.values()
+    ):
+        expected = (
+            f"a dict per layer type ('full_attention', 'sliding_attention'): "
+            f"transformers' {model_type} rotary module reads only those"
+        )
+        raise _arguments.invalid("rope_parameters", expected, shortened(given))
+    params = _copy(given)
+    scaling = config.get("rope_scaling")
+    if scaling is not None:
+        if not isinstance(scaling, dict) or "full_attention" not in params:
+            expected = (
+                "None, or a dict that updates rope_parameters['full_attention'] "
+                f"(transformers' {model_type} reads it there)"
+            )
+            raise _arguments.invalid("rope_scaling", expected, shortened(scaling))
+        params["full_attention"].update(scaling)
+    key, default = arch.local_theta
     local_theta = config.get(key)
-    params.setdefault("full_attention", {"rope_type": "default"})
-    params.setdefault("sliding_attention", {"rope_type": "default"})
+    for layer_type in ("full_attention", "sliding_attention"):
+        params.setdefault(layer_type, {"rope_type": "default"})
     params["full_attention"].setdefault("rope_theta", values["rope_theta"])
     params["sliding_attention"].setdefault(
         "rope_theta", default if local_theta is None else local_theta
     )
-    return params
+    return "rope_parameters", params
 
 
 def _select_layer(params, config, layer_type):
@@ -143,41 +160,59 @@ def _select_layer(params, config, layer_type):
     nested = sorted(k for k, v in params.items() if isinstance(v, dict))
     if nested:
         if layer_type not in nested:
-            raise _arguments.invalid("layer_type", f"one of {nested}", layer_type)
+            raise _arguments.invalid(
+                "layer_type", f"one of {nested}", shortened(layer_type)
+            )
         return dict(params[layer_type]), True
     if layer_type is not None:
         declared = config.get("layer_types")
         allowed = sorted(set(declared)) if isinstance(declared, list) else []
         if layer_type not in allowed:
             raise _arguments.invalid(
-                "layer_type", f"None or one of {allowed}", layer_type
+                "layer_type", f"None or one of {shortened(allowed)}", layer_type
             )
     return params, False
 
 
-def _rope_type(arch, name, params):
-    """`rope_type` (or legacy `type`), popped, with the model's renamings."""
+def _rope_type(model_type, arch, name, params):
+    """`rope_type` (or legacy `type`), popped: ``(as given, as the model
+    renames it)`` (transformers completes the lengths before renaming)."""
     given = params.pop("rope_type", None)
     legacy = params.pop("type", None)
-    rope_type, legacy = (arch.renamed.get(t, t) for t in (given, legacy))
-    if rope_type is not None and legacy is not None and rope_type != legacy:
+    if given is not None and legacy is not None and given != legacy:
         expected = "'rope_type' and 'type' to agree (transformers reads 'rope_type')"
         raise _arguments.invalid(name, expected, {"rope_type": given, "type": legacy})
-    return rope_type or legacy or "default"
+    raw = given or legacy or "default"
+    rope_type = arch.renamed.get(raw, raw)
+    if arch.rope_types is not None and rope_type not in arch.rope_types:
+        expected = (
+            f"a rope_type transformers' {model_type} reads as verified, one of "
+            f"{arch.rope_types}"
+        )
+        raise _arguments.invalid(name, expected, shortened({"rope_type": rope_type}))
+    return raw, rope_type
 
 
 def _check_keys(model_type, arch, name, params):
+    if "finetuned" in params:
+        warnings.warn(
+            f"`{name}` holds 'finetuned': {shortened(params.pop('finetuned'))!r}, "
+            f"which transformers {TRANSFORMERS_VERSION} ignores (with a warning): "
+            "ignored here too.",
+            stacklevel=5,
+        )
     if "seq_len" in params:
         expected = "no 'seq_len' key (the serving length is the `seq_len` argument)"
-        raise _arguments.invalid(name, expected, params)
+        raise _arguments.invalid(name, expected, shortened(params))
     for key in _MROPE_KEYS:
         if key in params and not arch.mrope:
             expected = f"no {key!r} key: transformers' {model_type} does not read it"
-            raise _arguments.invalid(name, expected, params)
+            raise _arguments.invalid(name, expected, shortened(params))
 
 
-def _lengths(rope_type, name, params, values, nested, seq_len):
-    """Pretraining length, factor and serving length as transformers fills them."""
+def _lengths(given_type, rope_type, name, params, values, nested, seq_len):
+    """Pretraining length, factor and serving length as transformers fills them
+    (the length for the `rope_type` as given, before the model renames it)."""
     max_positions = values["max_position_embeddings"]
     if rope_type == "dynamic":
         given = params.get(_ORIG)
@@ -186,17 +221,24 @@ def _lengths(rope_type, name, params, values, nested, seq_len):
                 f"no {_ORIG!r} key with 'dynamic' (transformers reads "
                 f"max_position_embeddings={max_positions})"
             )
-            raise _arguments.invalid(name, expected, params)
+            raise _arguments.invalid(name, expected, shortened(params))
         params[_ORIG] = max_positions
-    if rope_type in _ORIG_TYPES:
+    # transformers completes the length for the type as given, and again
+    # (the top-level length winning) for the type as renamed; a type renamed
+    # to one that needs it (Phi-3's "su") fails its check when it is missing.
+    renamed_without = given_type not in _ORIG_TYPES and params.get(_ORIG) is None
+    if rope_type in _ORIG_TYPES and not renamed_without:
         top = values[_ORIG]
         if top is not None and not nested:  # Phi-3's top-level length wins
             params[_ORIG] = top
         elif params.get(_ORIG) is None:
             params[_ORIG] = max_positions
-        if rope_type != "llama3" and params.get("factor") is None:
-            if params[_ORIG] and max_positions:
-                params["factor"] = max_positions / params[_ORIG]
+    # yarn and longrope take the ratio of lengths for a missing factor when
+    # their frequencies are made (after Phi-3 renames "su" to "longrope").
+    orig = params.get(_ORIG)
+    if rope_type in ("yarn", "longrope") and params.get("factor") is None:
+        if _arguments.is_int(orig) and orig > 0 and max_positions:
+            params["factor"] = max_positions / orig
     if rope_type in ("dynamic", "longrope") and seq_len is not None:
         params["seq_len"] = seq_len
 
@@ -212,7 +254,7 @@ def _check_ignored(model_type, arch, config, values):
             f"{values.get(key)!r} or no {raw!r} key: transformers' {model_type} "
             f"does not read it"
         )
-        raise _arguments.invalid(raw, expected, value)
+        raise _arguments.invalid(raw, expected, shortened(value))
 
 
 def _layout(arch, config):
@@ -221,7 +263,7 @@ def _layout(arch, config):
     key, default = arch.layout
     value = config.get(key, default)
     if not (value is None or isinstance(value, bool)):
-        raise _arguments.invalid(key, "a bool", value)
+        raise _arguments.invalid(key, "a bool", shortened(value))
     return "interleaved" if value else "half"
 
 
@@ -239,6 +281,30 @@ def _rotary_dim(model_type, arch, rope_type, values, partial):
     return int(values["head_dim"] * partial)
 
 
+def _theta_and_partial(model_type, default, params, values, names, config):
+    """`rope_theta` and `partial_rotary_factor`, popped from `params`
+    (`default`: the model's default dict, not the config's own)."""
+    theta = params.pop("rope_theta", None)
+    top = config.get(names["rope_theta"])
+    if default and theta is not None and top is not None and top != theta:
+        # The default dict of its config class keeps its own base.
+        expected = (
+            f"{theta!r} or no {names['rope_theta']!r} key: transformers' "
+            f"{model_type} reads it only with a rope_scaling or rope_parameters"
+        )
+        raise _arguments.invalid(names["rope_theta"], expected, shortened(top))
+    if theta is None:
+        theta = _arguments.check_wavelength(values["rope_theta"], names["rope_theta"])
+    theta = _arguments.check_wavelength(theta, "rope_theta")
+    if "partial_rotary_factor" in params:
+        partial = _fraction(
+            "partial_rotary_factor", params.pop("partial_rotary_factor")
+        )
+    else:
+        partial = values["partial_rotary_factor"] or 1.0
+    return theta, partial
+
+
 def rotary_arguments(config, seq_len=None, layer_type=None):
     """`RotaryEmbedding` arguments from a transformers `config.json`.
 
@@ -246,30 +312,31 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         A dict with `max_wavelength`, `rope_scaling`, `rotary_dim` and
         `layout`.
     """
-    model_type, arch, config = _architecture(load(config))
+    if seq_len is not None:
+        seq_len = _arguments.check_positive_int(
+            "seq_len", seq_len, _arguments.POSITION_LIMIT
+        )
+    model_type, arch, config = resolve(_hf_json.load(config))
     values, names = _top_level(arch, config)
-    name, params = _rope_dict(arch, config)
     if arch.local_theta is not None:
-        params = _local_layers(params, config, values, arch.local_theta)
+        name, params = _local_layers(model_type, arch, config, values)
+    else:
+        name, params = _rope_dict(arch, config)
+    default, name = name is None, name or "rope_parameters"
     params, nested = _select_layer(params, config, layer_type)
-    rope_type = _rope_type(arch, name, params)
+    given_type, rope_type = _rope_type(model_type, arch, name, params)
     _check_keys(model_type, arch, name, params)
     if arch.section is not None:
         params.setdefault("mrope_section", list(arch.section))
-    theta = params.pop("rope_theta", None)
-    if theta is None:
-        theta = _arguments.check_wavelength(values["rope_theta"], names["rope_theta"])
-    values["rope_theta"] = theta = _arguments.check_wavelength(theta, "rope_theta")
-    if "partial_rotary_factor" in params:
-        partial = _fraction(
-            "partial_rotary_factor", params.pop("partial_rotary_factor")
-        )
-    else:
-        partial = values["partial_rotary_factor"] or 1.0
-    values["partial_rotary_factor"] = partial
+        if arch.interleaved:
+            params.setdefault("mrope_interleaved", True)
+    theta, partial = _theta_and_partial(
+        model_type, default, params, values, names, config
+    )
+    values["rope_theta"], values["partial_rotary_factor"] = theta, partial
     if rope_type == "proportional":
         params["partial_rotary_factor"] = partial
-    _lengths(rope_type, name, params, values, nested, seq_len)
+    _lengths(given_type, rope_type, name, params, values, nested, seq_len)
     _check_ignored(model_type, arch, config, values)
     mrope = any(key in params for key in _MROPE_KEYS)
     scaling = None
@@ -281,3 +348,18 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         "rotary_dim": _rotary_dim(model_type, arch, rope_type, values, partial),
         "layout": _layout(arch, config),
     }
+
+
+def layer_arguments(config, seq_len=None, layer_type=None, overrides=None):
+    """All `RotaryEmbedding` arguments: `rotary_arguments` and `overrides`
+    (the caller's other arguments), which may not repeat one read from
+    `config`."""
+    arguments = rotary_arguments(config, seq_len, layer_type)
+    for key in READ:
+        if key in (overrides or {}):
+            expected = (
+                f"no `{key}` argument to from_hf_config: it is read from `config` "
+                f"(here {shortened(arguments[key])!r})"
+            )
+            raise _arguments.invalid(key, expected, shortened(overrides[key]))
+    return {**arguments, **(overrides or {})}

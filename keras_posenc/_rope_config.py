@@ -19,6 +19,7 @@ import numpy as np
 from keras import ops
 
 from keras_posenc import _arguments, _rope_types
+from keras_posenc._echo import shortened
 from keras_posenc._rope_types import REGISTRY, ROPE_TYPES
 
 # Widest rotary dimension, as `depth`: the host-side constants take about
@@ -26,6 +27,8 @@ from keras_posenc._rope_types import REGISTRY, ROPE_TYPES
 MAX_ROTARY_DIM = _arguments.MAX_DEPTH
 LAYOUTS = ("half", "interleaved")
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
+# Most values in a list key (one per frequency): checked before the values.
+MAX_ENTRIES = MAX_ROTARY_DIM // 2
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _FLOAT32_TINY = float(np.finfo(np.float32).smallest_subnormal)
 # Every frequency is below max(1, 1 / base) / min(1, divisors): that bound
@@ -92,15 +95,20 @@ def _truncate(value):
     return False if value is None else _flag(value)
 
 
+def _listed(value):
+    """Whether `value` is a list of 1 to `MAX_ENTRIES` entries (length first)."""
+    return isinstance(value, (list, tuple)) and 0 < len(value) <= MAX_ENTRIES
+
+
 def _factors(value):
-    if not isinstance(value, (list, tuple)) or not value:
+    if not _listed(value):
         return _INVALID
     values = [_real(v) for v in value]
     return _INVALID if any(v is None or v <= 0 for v in values) else tuple(values)
 
 
 def _section(value):
-    if not isinstance(value, (list, tuple)) or not value:
+    if not _listed(value):
         return _INVALID
     if not all(_arguments.is_int(v) and v >= 0 for v in value) or not sum(value):
         return _INVALID
@@ -110,7 +118,7 @@ def _section(value):
 _POSITIVE = (_positive, "a finite number > 0")
 _SIGNED = (_signed, "a finite number")
 _COUNT = (_count, "a positive integer")
-_FACTORS = (_factors, "a non-empty list of finite numbers > 0")
+_FACTORS = (_factors, f"a non-empty list of at most {MAX_ENTRIES} finite numbers > 0")
 _KINDS = {
     "factor": _POSITIVE,
     "attention_factor": _POSITIVE,
@@ -126,7 +134,10 @@ _KINDS = {
     "short_factor": _FACTORS,
     "long_factor": _FACTORS,
     "partial_rotary_factor": (_fraction, "a number in [0, 1]"),
-    "mrope_section": (_section, "a non-empty list of integers >= 0, not all 0"),
+    "mrope_section": (
+        _section,
+        f"a non-empty list of at most {MAX_ENTRIES} integers >= 0, not all 0",
+    ),
     "mrope_interleaved": (_flag, "a bool"),
 }
 # The value of an absent key (None for the others: transformers' default).
@@ -137,8 +148,8 @@ _ABSENT = {"truncate": True}
 
 
 def _bad(value, expected, rope_type=None):
-    where = "" if rope_type is None else f" for rope_type={rope_type!r}"
-    return _arguments.invalid("rope_scaling", f"{expected}{where}", value)
+    where = "" if rope_type is None else f" for rope_type={shortened(rope_type)!r}"
+    return _arguments.invalid("rope_scaling", f"{expected}{where}", shortened(value))
 
 
 def _unknown(keys, known):
@@ -148,7 +159,7 @@ def _unknown(keys, known):
         if k in _ARGUMENT_KEYS
     ]
     hint = f" ({'; '.join(hints)})" if hints else ""
-    return f"only the keys {known}, not {keys}{hint}"
+    return f"only the keys {known}, not {shortened(keys)}{hint}"
 
 
 def _value(key, scaling, required, rope_type):

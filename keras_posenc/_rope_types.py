@@ -30,6 +30,7 @@ from collections.abc import Callable
 from keras_posenc._phase_constants import PI
 
 _PRECISION = 60
+_ORIG = "original_max_position_embeddings"
 
 
 def _d(value):
@@ -94,7 +95,7 @@ def _llama3(p, dim, base):
         wavelength = 2 * PI / w
         if wavelength < orig / high:
             inverse.append(w)
-        elif wavelength > orig / low:
+        elif wavelength > orig / low or high == low:
             inverse.append(w / factor)
         else:
             smooth = (orig / wavelength - low) / (high - low)
@@ -150,9 +151,26 @@ def _dynamic_rules(p, base, dim):
         yield None, "an even integer > 2 with dynamic", dim
 
 
+def _turns(p, key, default):
+    """YaRN's ``original_max_position_embeddings / (2 pi beta)``, or None
+    where float64 cannot hold it (transformers' `math.log` then fails)."""
+    try:
+        turns = p[_ORIG] / ((p[key] or default) * 2 * math.pi)
+    except (OverflowError, ZeroDivisionError):
+        return None
+    return turns if 0 < turns < math.inf else None
+
+
 def _yarn_rules(p, base, dim):
     if base == 1.0:
         yield "max_wavelength", "a base other than 1 with yarn", base
+    for key, default in (("beta_fast", 32), ("beta_slow", 1)):
+        if _turns(p, key, default) is None:
+            expected = (
+                f"{key!r} and 'original_max_position_embeddings' whose ratio "
+                "float64 holds (YaRN takes the log of orig / (2 pi beta))"
+            )
+            yield "rope_scaling", expected, None
     mscale_all_dim = p["mscale_all_dim"]
     if p["attention_factor"] is None and p["mscale"] and mscale_all_dim:
         if _mscale(p["factor"], mscale_all_dim) == 0:
@@ -161,8 +179,10 @@ def _yarn_rules(p, base, dim):
 
 
 def _llama3_rules(p, base, dim):
-    if p["high_freq_factor"] <= p["low_freq_factor"]:
-        yield "rope_scaling", "'high_freq_factor' > 'low_freq_factor'", None
+    # Equal factors leave no smoothed band: transformers' frequencies are
+    # finite then, and so are these.
+    if p["high_freq_factor"] < p["low_freq_factor"]:
+        yield "rope_scaling", "'high_freq_factor' >= 'low_freq_factor'", None
 
 
 def _longrope_rules(p, base, dim):
@@ -209,7 +229,6 @@ class RopeType:
 
 
 _YARN_OPTIONAL = ("attention_factor", "beta_fast", "beta_slow", "mscale")
-_ORIG = "original_max_position_embeddings"
 REGISTRY = {
     "default": RopeType((), (), _default),
     "linear": RopeType(("factor",), (), _linear, divisors=("factor",)),

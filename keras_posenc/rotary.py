@@ -250,31 +250,38 @@ class RotaryEmbedding(PositionLayer):
         """The layer of a Hugging Face `config.json`, read as transformers reads it.
 
         The RoPE of [RoFormer](https://arxiv.org/abs/2104.09864) as
-        transformers 5.23 configures it for the checkpoint's `model_type`
+        transformers 5.24.0 configures it for the checkpoint's `model_type`
         after loading the raw file: the architecture's own key names
         (GPT-NeoX's `rotary_pct` and `rotary_emb_base`, GPT-J's `n_embd`,
         `n_head` and `rotary_dim`, DeepSeek's `qk_rope_head_dim`, Gemma 3's
         `rope_local_base_freq`), its defaults (DeepSeek-V3's
         `rope_interleave`, gpt-oss's YaRN, Phi's `partial_rotary_factor`),
-        its pairing of features (`layout`), and `rope_scaling` or
+        its pairing of features (`layout`), a wrapper's `text_config`
+        (Gemma 3, Qwen-VL, Qwen 3.5), and `rope_scaling` or
         `rope_parameters` (transformers 5, possibly holding `rope_theta`
         and `partial_rotary_factor`, possibly per layer type) as
-        `standardize_rope_params` completes them. Covered: llama,
-        mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, qwen2_vl,
-        qwen2_5_vl, gemma, gemma2, gemma3 (its `text_config`), gemma3_text,
-        phi, phi3, deepseek_v2, deepseek_v3, gpt_neox, gptj, falcon,
-        stablelm, olmo, olmo2, cohere, granite, starcoder2, gpt_oss.
-        A config without a `model_type`, or with one not listed, is read
-        as Llama reads its standard keys (`head_dim`, else `hidden_size //
-        num_attention_heads`; `partial_rotary_factor` applied); model types
-        known to differ are refused by name. Every key transformers reads
-        for RoPE is applied; a RoPE key it would not read, and any other
-        key inside `rope_scaling` / `rope_parameters`, is refused by name.
+        `standardize_rope_params` completes them.
+
+        Only model types verified against their own transformers rotary
+        modules are read (the docs page "Hugging Face model types" lists
+        them, and the refused ones with the evidence against each); any
+        other `model_type` is refused by name. A config without
+        `model_type` is read as Llama reads its standard keys (`head_dim`,
+        else `hidden_size // num_attention_heads`; `partial_rotary_factor`
+        applied). Every key transformers reads for RoPE is applied; a RoPE
+        key it would not read, and any other key inside `rope_scaling` /
+        `rope_parameters`, is refused by name, but `"finetuned"`, which
+        transformers ignores with a warning, as this does. A value that
+        means no RoPE (Falcon's `alibi`, ESM's and Granite 4 hybrid's
+        `position_embedding_type`) is refused. A path must name a regular
+        file of at most 4 MiB, nested at most 16 levels deep.
 
         DeepSeek rotates the last `qk_rope_head_dim` features of each head
         (apply the layer to that slice); with `rope_interleave` its output
         lists the rotated even features, then the odd ones, where this
-        layer keeps each pair in place: the same attention scores.
+        layer keeps each pair in place: the same attention scores. Gemma 3
+        and other models with per-layer RoPE take `layer_type`; SmolLM3's
+        `no_rope_layers` apply no RoPE at all.
 
         Args:
             config: dict (a `config.json`'s content), or the path of a
@@ -284,7 +291,8 @@ class RotaryEmbedding(PositionLayer):
             layer_type: str. The layer type (e.g. `"sliding_attention"`,
                 `"full_attention"`) of configs whose RoPE differs per layer
                 type (Gemma 3). Defaults to `None`.
-            **kwargs: other `RotaryEmbedding` arguments (`name`, ...).
+            **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
+                one read from `config`.
 
         Returns:
             A `RotaryEmbedding`.

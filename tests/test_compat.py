@@ -8,7 +8,10 @@ papers. The first group reproduces keras-hub 0.32's own tests of
 """
 
 import math
+import pickle
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -395,9 +398,14 @@ def _refusals():
         ),
         (lambda: compat.SinePositionEncoding()(np.zeros((2, 4))), "inputs", "rank 3"),
         (
-            lambda: compat.LlamaRotaryEmbedding(position_scaling_factor=2.0),
+            lambda: compat.RotaryEmbedding(denominator_dim=10**9),
+            "denominator_dim",
+            "a positive integer <= 65536",
+        ),
+        (
+            lambda: compat.LlamaRotaryEmbedding(position_scaling_factor="4"),
             "position_scaling_factor",
-            "ignores it",
+            "a finite number > 0",
         ),
         (
             lambda: compat.LlamaRotaryEmbedding(low_freq_factor=1.0),
@@ -567,6 +575,18 @@ FAMILIES = {
         1,
     ),
     "gpt_neox": ("GPTNeoXBackbone", _ENCODER, 1),
+    # keras-hub's own test config: int(16 * 0.05) == 0 features rotate.
+    "gpt_neox_no_rotation": (
+        "GPTNeoXBackbone",
+        {**_ENCODER, "rotary_percentage": 0.05},
+        1,
+    ),
+    # keras-hub ignores this factor: its values are those of 1.0.
+    "llama_position_scaling": (
+        "LlamaBackbone",
+        {**_DECODER, "rope_position_scaling_factor": 4.0},
+        1,
+    ),
     "gpt_oss": (
         "GptOssBackbone",
         {**_DECODER, "num_experts": 2, "rope_scaling_factor": 4.0},
@@ -609,6 +629,7 @@ def _assert_close(after, before):
         for f in FAMILIES
     ],
 )
+@pytest.mark.filterwarnings("ignore:keras-hub's LlamaRotaryEmbedding ignores")
 def test_use_exact_keeps_a_model_s_outputs_at_short_positions(family):
     # Every keras-hub family that uses these layers: each one replaced,
     # outputs within float32 noise of keras-hub's.
@@ -616,6 +637,28 @@ def test_use_exact_keeps_a_model_s_outputs_at_short_positions(family):
     before = _outputs(backbone, x)
     assert compat.use_exact(backbone) == FAMILIES[family][2]
     _assert_close(_outputs(backbone, x), before)
+
+
+@keras3
+def test_a_zero_width_rotation_is_the_identity():
+    # GPT-NeoX slices int(head_size * rotary_percentage) == 0 features: the
+    # drop-in returns them as they are, as keras-hub's layer does.
+    x = _x((2, 5, 3, 0))
+    out = compat.RotaryEmbedding()(x, start_index=7)
+    assert tuple(out.shape) == (2, 5, 3, 0)
+
+
+@keras3
+def test_llama_position_scaling_factor_is_ignored_with_a_warning():
+    # keras-hub's layer gives the same values at 4.0 and 1.0: so does the
+    # drop-in, and it says so.
+    x = _x((1, 6, 2, 8))
+    warning = r"ignores `position_scaling_factor` \(here 4.0"
+    with pytest.warns(UserWarning, match=warning):
+        scaled = compat.LlamaRotaryEmbedding(position_scaling_factor=4.0)
+    plain = compat.LlamaRotaryEmbedding()
+    np.testing.assert_array_equal(to_numpy(scaled(x)), to_numpy(plain(x)))
+    assert scaled.get_config()["position_scaling_factor"] == 4.0
 
 
 @keras3
@@ -666,6 +709,43 @@ def test_saved_after_use_exact_loads_exact_with_the_same_outputs(family, tmp_pat
     kinds = {type(layer).__module__ for layer in _position_layers(loaded)}
     assert kinds and all(k.startswith("keras_posenc.compat") for k in kinds)
     _assert_close(_outputs(loaded, x), _outputs(backbone, x))
+
+
+@keras3
+def test_pickled_after_use_exact_loads_exact_with_the_same_outputs():
+    # multiprocessing, joblib and Ray pickle models: the class use_exact
+    # makes at run time pickles as the model's .keras file.
+    backbone, x = _backbone("llama3"), _inputs("llama3")
+    compat.use_exact(backbone)
+    loaded = pickle.loads(pickle.dumps(backbone))
+    kinds = {type(layer).__module__ for layer in _position_layers(loaded)}
+    assert kinds and all(k.startswith("keras_posenc.compat") for k in kinds)
+    _assert_close(_outputs(loaded, x), _outputs(backbone, x))
+
+
+@keras3
+def test_pickled_after_use_exact_loads_in_a_fresh_process(tmp_path):
+    # A fresh interpreter (as a spawned worker) imports what the pickle names.
+    backbone, x = _backbone("llama3"), _inputs("llama3")
+    compat.use_exact(backbone)
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(backbone))
+    np.save(tmp_path / "want.npy", _outputs(backbone, x)[0])
+    script = (
+        "import pickle, sys, numpy as np\n"
+        "from keras import ops\n"
+        f"model = pickle.loads(open({str(tmp_path / 'model.pkl')!r}, 'rb').read())\n"
+        "ids = (np.arange(12)[None] % 60 + 1).astype('int32')\n"
+        "out = model({'token_ids': ids, 'padding_mask': np.ones_like(ids)})\n"
+        f"want = np.load({str(tmp_path / 'want.npy')!r})\n"
+        "print(type(model).__mro__[1].__module__,"
+        " float(np.abs(ops.convert_to_numpy(out) - want).max()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    module, error = done.stdout.split()[-2:]
+    assert module == "keras_posenc.compat._swap"
+    assert float(error) <= NOISE
 
 
 def _position_layers(model):

@@ -1,14 +1,19 @@
-"""`RotaryEmbedding.from_hf_config`: a raw `config.json` of every RoPE
-architecture read as transformers 5.23 reads it; every other key refused."""
+"""`RotaryEmbedding.from_hf_config`: a raw `config.json` read as transformers
+reads it for its `model_type`, verified against every model type's own
+transformers rotary module (the survey), and every other key refused."""
 
 import json
 import math
 import os
+import re
+import time
+import warnings
 
 import numpy as np
 import pytest
 from _helpers import LLAMA3, to_numpy
 
+from keras_posenc import _hf_architectures, _hf_config
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "hf")
@@ -104,6 +109,163 @@ def test_cos_sin_within_2_5e7_of_float64_at_long_positions(case):
     want_sin = _layout_order(np.sin(angles), layer.layout) * factor
     np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
     np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
+
+
+# -- every model type with a rotary module, against that module (the survey) -------
+
+with open(os.path.join(GOLDEN, "survey.json")) as _f:
+    SURVEY = json.load(_f)
+SURVEY_FREQS = np.load(os.path.join(GOLDEN, "survey.npz"))
+BY_TYPE: dict = {}
+for _case in SURVEY["cases"]:
+    BY_TYPE.setdefault(_case["model_type"], []).append(_case)
+SURVEYED = sorted(set(BY_TYPE) | set(SURVEY["failed"]))
+SUPPORTED = sorted(_hf_architectures.ARCHITECTURES)
+# The module's float64 frequencies against the exact ones: a few float64 ulps
+# (torch's float64 pow; the YaRN ramp and Llama 3 smoothing in float64).
+FREQ_RTOL = 1e-12
+
+
+def _read(case):
+    """The layer `from_hf_config` makes of a survey case, or None if refused."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # 'finetuned' is one case's point
+            return RotaryEmbedding.from_hf_config(
+                case["config"], seq_len=case["seq_len"], layer_type=case["layer_type"]
+            )
+    except ValueError:
+        return None
+
+
+def _disagreement(case, layer):
+    """What differs between `layer` and the module's facts (None: nothing)."""
+    if "error" in case:
+        return f"read, where transformers fails: {case['error']}"
+    want = case["transformers"]
+    dim = layer.rotary_dim
+    got = {
+        "rotary_dim": dim,
+        "layout": layer.layout,
+        "sign": 1,  # RotaryEmbedding turns by plus the angle
+        "rows": layer.rope_config.channel_rows(dim),
+    }
+    for key, value in got.items():
+        expected = want.get(key)
+        if expected is not None and list(np.ravel(value)) != list(np.ravel(expected)):
+            return f"{key}: {value}, transformers {expected}"
+    factor = layer.attention_factor
+    if not math.isclose(factor, want["attention_factor"], rel_tol=1e-12):
+        return f"attention factor {factor}, transformers {want['attention_factor']}"
+    freqs = np.array(layer.rope_config.frequencies(dim))
+    hf = SURVEY_FREQS[want["inv_freq"]]
+    if not np.allclose(freqs, hf, rtol=FREQ_RTOL, atol=0):
+        return f"frequencies off by {np.max(np.abs(freqs / np.where(hf, hf, 1) - 1))}"
+    return None
+
+
+def test_survey_covers_the_table_and_names_its_transformers():
+    # Every surveyed type is supported or refused, nothing else is in the
+    # table, and the reader states the release the survey ran.
+    assert sorted(set(SUPPORTED) | set(_hf_architectures.REFUSED)) == SURVEYED
+    assert not set(SUPPORTED) & set(_hf_architectures.REFUSED)
+    assert _hf_architectures.TRANSFORMERS_VERSION == SURVEY["transformers"]
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED)
+def test_supported_type_reads_its_defaults_as_its_own_module(model_type):
+    # The bare {"model_type": ...} (per layer type): rotary dimension,
+    # pairing, sign, attention factor and float64 frequencies of its own
+    # transformers rotary module.
+    first = [c for c in BY_TYPE[model_type] if c["variant"] == "defaults"]
+    assert first
+    for case in first:
+        layer = _read(case)
+        assert layer is not None, case["name"]
+        assert _disagreement(case, layer) is None, case["name"]
+
+
+@pytest.mark.parametrize("model_type", SURVEYED)
+def test_no_surveyed_config_is_read_wrongly(model_type):
+    # Every case of the survey (defaults, sizes, rope_theta, partial rotary,
+    # each rope_type as rope_scaling and rope_parameters, per layer type, the
+    # model's own keys) is read exactly as its module computes it, or refused
+    # with a ValueError: never a plausible wrong layer.
+    wrong = {}
+    for case in BY_TYPE.get(model_type, []):
+        layer = _read(case)
+        if layer is not None:
+            why = _disagreement(case, layer)
+            if why is not None:
+                wrong[case["name"]] = why
+    assert not wrong
+
+
+@pytest.mark.parametrize("model_type", sorted(_hf_architectures.REFUSED))
+def test_refused_type_is_refused_by_name_with_the_evidence(model_type):
+    why = _hf_architectures.REFUSED[model_type]
+    config = {"model_type": model_type, "head_dim": 64}
+    with pytest.raises(
+        ValueError,
+        match=r"`model_type`, expected a model type whose RoPE is verified against "
+        rf"transformers {re.escape(SURVEY['transformers'])}.*"
+        rf"{re.escape(repr(model_type))}: {re.escape(why)}",
+    ):
+        RotaryEmbedding.from_hf_config(config)
+
+
+def _long_cases():
+    """One case read exactly per rope_type, pairing and attention factor
+    (the others differ from one of these only in frequencies and width,
+    each checked to 1e-12 above)."""
+    seen, found = set(), []
+    for model_type in SUPPORTED:
+        for case in BY_TYPE.get(model_type, []):
+            want = case.get("transformers")
+            layer = None if want is None else _read(case)
+            if layer is None:
+                continue
+            rope_type = (layer.rope_scaling or {}).get("rope_type", "default")
+            key = (rope_type, want["layout"], want["attention_factor"])
+            if key not in seen:
+                seen.add(key)
+                found.append(pytest.param(case, id=case["name"]))
+    return found
+
+
+@pytest.mark.parametrize("case", _long_cases())
+def test_cos_sin_within_2_5e7_of_the_module_at_long_positions(case):
+    # 0..4095, 131072 +- 64 and 10**6 +- 64: the module's float64 cos and
+    # sin are cos(p w) and sin(p w) of its float64 frequencies w, times its
+    # attention factor (the survey checked it); the layer's are within 2.5e-7.
+    layer, want = _read(case), case["transformers"]
+    positions = np.concatenate(
+        [
+            np.arange(4096),
+            np.arange(131072 - 64, 131072 + 65),
+            np.arange(10**6 - 64, 10**6 + 65),
+        ]
+    )
+    cos, sin = rotary_cos_sin(
+        positions,
+        layer.rotary_dim,
+        max_wavelength=layer.max_wavelength,
+        rope_scaling=layer.rope_scaling,
+        layout=layer.layout,
+    )
+    factor = want["attention_factor"]
+    angles = positions[:, None] * SURVEY_FREQS[want["inv_freq"]]
+    tol = LONG_TOL * max(1.0, factor)
+    want_cos = _layout_order(np.cos(angles), layer.layout) * factor
+    want_sin = _layout_order(np.sin(angles), layer.layout) * factor
+    np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
+    np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
+
+
+def test_docs_page_is_generated_from_the_table():
+    path = os.path.join(os.path.dirname(GOLDEN), "..", "..", "docs")
+    with open(os.path.join(path, "hf-model-types.md")) as f:
+        assert f.read() == _hf_architectures.model_types_page()
 
 
 # -- the reading itself ----------------------------------------------------------------
@@ -249,11 +411,27 @@ def test_flat_config_takes_a_declared_layer_type():
     assert both[0] == both[1] == both[2]
 
 
-def test_unknown_model_type_reads_standard_keys():
-    # An architecture outside the table: Llama's standard keys.
+def test_a_model_type_outside_the_table_is_refused_by_name():
+    # No model type reaches the Llama reading without evidence: one that was
+    # not surveyed is refused, saying what to do.
     config = dict(_config("qwen3"), model_type="my_new_model")
+    with pytest.raises(
+        ValueError,
+        match=r"`model_type`, expected a model type whose RoPE is verified against "
+        r"transformers .* 'my_new_model': it is not one of them. Drop `model_type` "
+        r"to read the standard Llama keys if its RoPE is Llama's, or build "
+        r"RotaryEmbedding\(max_wavelength=\.\.\., rope_scaling=\.\.\., "
+        r"rotary_dim=\.\.\., layout=\.\.\.\) directly. "
+        r"Received: model_type='my_new_model'",
+    ):
+        RotaryEmbedding.from_hf_config(config)
+
+
+def test_without_model_type_the_standard_keys_are_read_as_llama_reads_them():
+    # The documented generic path: the same keys, the same layer as Llama's.
+    config = {k: v for k, v in _config("llama").items() if k != "model_type"}
     assert _arguments(RotaryEmbedding.from_hf_config(config)) == _arguments(
-        RotaryEmbedding.from_hf_config(_config("qwen3"))
+        RotaryEmbedding.from_hf_config(_config("llama"))
     )
 
 
@@ -381,7 +559,9 @@ BAD = [
         "unknown-type",
         _with(LLAMA, rope_parameters={"rope_type": "ntk"}),
         {},
-        r"'rope_type' key, one of",
+        r"`rope_parameters`, expected a rope_type transformers' llama reads as"
+        r" verified, one of \('default', 'linear', 'dynamic', 'yarn', 'llama3',"
+        r" 'longrope'\). Received: rope_parameters=\{'rope_type': 'ntk'\}",
     ),
     (
         "types-disagree",
@@ -458,13 +638,41 @@ BAD = [
         "gptj-no-rotary-dim",
         {"model_type": "gptj", "rotary_dim": None},
         {},
-        r"`rotary_dim`, expected an integer \(GPT-J rotates rotary_dim\)",
+        r"`rotary_dim`, expected a positive integer \(the features it rotates\)",
     ),
     (
         "falcon-alibi",
         {"model_type": "falcon", "alibi": True},
         {},
-        r"`alibi`, expected false \(with ALiBi, Falcon uses no RoPE\)",
+        r"`alibi`, expected false or null \(with ALiBi, Falcon uses no RoPE\)."
+        r" Received: alibi=True",
+    ),
+    (
+        "falcon-alibi-int",
+        {"model_type": "falcon", "alibi": 1},
+        {},
+        r"`alibi`, expected false or null .* Received: alibi=1",
+    ),
+    (
+        "falcon-alibi-str",
+        {"model_type": "falcon", "alibi": "true"},
+        {},
+        r"`alibi`, expected false or null .* Received: alibi='true'",
+    ),
+    (
+        "granite-hybrid-nope",
+        {"model_type": "granitemoehybrid", "position_embedding_type": "nope"},
+        {},
+        r"`position_embedding_type`, expected 'rope' \(Granite 4 hybrid models use"
+        r" RoPE only then; 'nope' and its default, null, mean none\)."
+        r" Received: position_embedding_type='nope'",
+    ),
+    (
+        "esm-absolute",
+        {"model_type": "esm", "position_embedding_type": "absolute"},
+        {},
+        r"`position_embedding_type`, expected 'rotary' \(ESM uses RoPE only then;"
+        r" its default is 'absolute'\). Received: position_embedding_type='absolute'",
     ),
     (
         "falcon-n-head",
@@ -480,17 +688,57 @@ BAD = [
         r"`rope_interleave`, expected a bool. Received: rope_interleave='yes'",
     ),
     (
-        "gemma3-no-text-config",
+        "gemma3-key-beside-text-config",
         {"model_type": "gemma3", "hidden_size": 256},
         {},
-        r"`text_config`, expected a 'text_config' dict for model_type 'gemma3'",
+        r"`hidden_size`, expected no 'hidden_size' key beside `text_config`:"
+        r" transformers' gemma3 reads its text model's from `text_config`",
     ),
     (
-        "unmapped-architecture",
-        {"model_type": "glm", "hidden_size": 256, "num_attention_heads": 4},
+        "text-config-str",
+        {"model_type": "gemma3", "text_config": "gemma3_text"},
         {},
-        r"`model_type`, expected a model_type whose RoPE this reader maps "
-        r"\(transformers reads this one differently from Llama",
+        r"`text_config`, expected None or a dict \(the text model of model_type"
+        r" 'gemma3'\)",
+    ),
+    (
+        "gemma3-flat-rope-parameters",
+        {
+            "model_type": "gemma3_text",
+            "rope_parameters": {"rope_type": "linear", "factor": 8.0},
+        },
+        {"layer_type": "full_attention"},
+        r"`rope_parameters`, expected a dict per layer type \('full_attention',"
+        r" 'sliding_attention'\): transformers' gemma3_text rotary module reads"
+        r" only those",
+    ),
+    (
+        "gemma3-scaling-without-full-dict",
+        {
+            "model_type": "gemma3_text",
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+            "rope_parameters": {"sliding_attention": {"rope_type": "default"}},
+        },
+        {"layer_type": "full_attention"},
+        r"`rope_scaling`, expected None, or a dict that updates"
+        r" rope_parameters\['full_attention'\]",
+    ),
+    (
+        "both-rope-dicts",
+        _with(
+            LLAMA,
+            rope_scaling={"rope_type": "linear", "factor": 2.0},
+            rope_parameters={"rope_type": "linear", "factor": 4.0},
+        ),
+        {},
+        r"`rope_parameters`, expected no 'rope_parameters' beside a different"
+        r" 'rope_scaling' \(transformers reads 'rope_scaling' and drops it\)",
+    ),
+    (
+        "max-positions-huge",
+        _with(LLAMA, max_position_embeddings=10**400),
+        {},
+        r"`max_position_embeddings`, expected a positive integer <= 9007199254740992",
     ),
     (
         "model-type-int",
@@ -541,3 +789,202 @@ def test_a_json_file_that_is_not_an_object_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"\(a JSON object\). Received: config="):
         RotaryEmbedding.from_hf_config(tmp_path)
+
+
+# -- issue 30: model types read as their own modules read them -------------------------
+
+
+def test_nanochat_is_refused_for_rotating_by_minus_the_angle():
+    # Its rotate_half is cat(x2, -x1): no layout of RotaryEmbedding turns that way.
+    with pytest.raises(ValueError, match=r"'nanochat': its attention rotates by minus"):
+        RotaryEmbedding.from_hf_config({"model_type": "nanochat"})
+
+
+def test_gpt_neox_japanese_reads_rotary_pct_and_rotary_emb_base():
+    config = {
+        "model_type": "gpt_neox_japanese",
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "rotary_pct": 0.5,
+        "rotary_emb_base": 20000,
+    }
+    layer = RotaryEmbedding.from_hf_config(config)
+    assert (layer.rotary_dim, layer.max_wavelength) == (32, 20000.0)
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "vaultgemma",
+        "glm4_moe",
+        "smollm3",
+        "apertus",
+        "seed_oss",
+        "nemotron",
+        "persimmon",
+        "minimax",
+        "qwen3_vl_text",
+        "qwen3_vl",
+    ],
+)
+def test_types_transformers_reads_as_llama_are_read(model_type):
+    # The ten of issue 30, each verified by its survey cases.
+    assert model_type in _hf_architectures.ARCHITECTURES
+
+
+@pytest.mark.parametrize(
+    "layer_type, base", [("sliding_attention", 1e4), ("full_attention", 1e7)]
+)
+def test_dory_without_rope_parameters_reads_its_per_layer_bases(layer_type, base):
+    # transformers fills sliding 1e4 and full 1e7 when rope_parameters is absent.
+    config = {"model_type": "dory", "head_dim": 64}
+    layer = RotaryEmbedding.from_hf_config(config, layer_type=layer_type)
+    assert (layer.max_wavelength, layer.rope_scaling) == (base, None)
+
+
+def test_gemma3_rope_scaling_updates_the_full_attention_dict_of_nested_parameters():
+    # transformers: rope_parameters['full_attention'].update(rope_scaling); the
+    # sliding dict stays as given.
+    config = {
+        "model_type": "gemma3_text",
+        "head_dim": 64,
+        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 3e4},
+        },
+    }
+    full = RotaryEmbedding.from_hf_config(config, layer_type="full_attention")
+    sliding = RotaryEmbedding.from_hf_config(config, layer_type="sliding_attention")
+    assert (full.max_wavelength, full.rope_scaling) == (
+        1e6,
+        {"rope_type": "linear", "factor": 8.0},
+    )
+    assert (sliding.max_wavelength, sliding.rope_scaling) == (3e4, None)
+
+
+def test_phi3_su_is_longrope_with_the_top_level_length():
+    # transformers renames "su" to "longrope", then completes the length
+    # again: the top-level original_max_position_embeddings wins (4096, its
+    # default), so the factor is 4096 / 4096 and the attention factor 1.
+    factors = {"short_factor": [1.0] * 48, "long_factor": [2.0] * 48}
+    scaling = {"type": "su", **factors, "original_max_position_embeddings": 2048}
+    layer = RotaryEmbedding.from_hf_config(
+        {"model_type": "phi3", "rope_scaling": scaling}
+    )
+    assert layer.rope_scaling["rope_type"] == "longrope"
+    assert layer.rope_scaling["original_max_position_embeddings"] == 4096
+    assert layer.attention_factor == 1.0
+
+
+def test_phi3_su_without_a_length_is_refused_as_transformers_fails():
+    scaling = {"type": "su", "short_factor": [1.0] * 48, "long_factor": [2.0] * 48}
+    with pytest.raises(ValueError, match=r"a 'original_max_position_embeddings' key"):
+        RotaryEmbedding.from_hf_config({"model_type": "phi3", "rope_scaling": scaling})
+
+
+def test_qwen3_5_reads_its_text_config():
+    # The composite file: the text model under text_config, as Gemma 3's.
+    rope = {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25}
+    text = {"head_dim": 256, "rope_parameters": rope}
+    layer = RotaryEmbedding.from_hf_config(
+        {"model_type": "qwen3_5", "text_config": text}
+    )
+    alone = RotaryEmbedding.from_hf_config({"model_type": "qwen3_5_text", **text})
+    assert _arguments(layer) == _arguments(alone)
+    assert layer.max_wavelength == 1e7
+
+
+def test_finetuned_in_rope_scaling_is_ignored_with_a_warning_naming_it():
+    # Yarn-Llama-2: transformers warns about 'finetuned' and ignores it.
+    yarn = {"type": "yarn", "factor": 16.0, "original_max_position_embeddings": 4096}
+    config = {**LLAMA, "max_position_embeddings": 65536}
+    with pytest.warns(UserWarning, match=r"`rope_scaling` holds 'finetuned': True,"):
+        read = RotaryEmbedding.from_hf_config(
+            {**config, "rope_scaling": {**yarn, "finetuned": True}}
+        )
+    plain = RotaryEmbedding.from_hf_config({**config, "rope_scaling": yarn})
+    assert _arguments(read) == _arguments(plain)
+
+
+# -- issue 29: bad input refused early, by name ----------------------------------------
+
+
+def _refused_quickly(config, match, **kwargs):
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding.from_hf_config(config, **kwargs)
+    assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "config.json")
+    _refused_quickly(
+        tmp_path, r"`config`, expected .* \(.*config.json' is not a regular"
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_config_json_linked_to_dev_zero_is_refused_unread(tmp_path):
+    os.symlink("/dev/zero", tmp_path / "config.json")
+    _refused_quickly(tmp_path, r"`config`, expected .* is not a regular file")
+
+
+def test_a_file_past_the_size_cap_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(" " * (4 << 20) + "{}")
+    _refused_quickly(tmp_path, r"\(a file of at most 4194304 bytes\)")
+
+
+@pytest.mark.parametrize("depth", [17, 100_000], ids=["past-the-cap", "past-recursion"])
+def test_deeply_nested_json_is_refused(tmp_path, depth):
+    (tmp_path / "config.json").write_text('{"a":' * depth + "1" + "}" * depth)
+    _refused_quickly(tmp_path, r"\(nested at most 16 levels deep\)")
+
+
+def test_a_dict_with_keys_that_are_not_strings_is_refused():
+    config = {**LLAMA, 3: "x"}
+    _refused_quickly(
+        config, r"`config`, expected .* \(string keys, as JSON has, not 3\)"
+    )
+
+
+@pytest.mark.parametrize("seq_len", [-5, 0, 2.5, 2**31 + 1])
+def test_bad_seq_len_is_refused(seq_len):
+    _refused_quickly(LLAMA, r"`seq_len`, expected a positive integer", seq_len=seq_len)
+
+
+def test_an_argument_read_from_the_config_cannot_be_given_again():
+    # from_hf_config(config, rotary_dim=...) would pass rotary_dim twice.
+    with pytest.raises(
+        ValueError,
+        match=r"`rotary_dim`, expected no `rotary_dim` argument to from_hf_config: "
+        r"it is read from `config` \(here 64\). Received: rotary_dim=32",
+    ):
+        _hf_config.layer_arguments(LLAMA, overrides={"rotary_dim": 32})
+
+
+@pytest.mark.parametrize(
+    "count, match",
+    [
+        (2_000_000, r"`config`, expected .* \(at most 262144 values in all\)"),
+        (
+            40_000,
+            r"'short_factor' to be a non-empty list of at most 32768 finite numbers",
+        ),
+    ],
+    ids=["past-the-config-cap", "past-the-key-cap"],
+)
+def test_long_lists_are_refused_by_length_first_and_echoed_short(count, match):
+    # Lengths are checked before values: fast, and the message is one line.
+    scaling = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * count,
+        "long_factor": [1.0] * count,
+        "original_max_position_embeddings": 4096,
+    }
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=match) as raised:
+        RotaryEmbedding.from_hf_config({**LLAMA, "rope_scaling": scaling})
+    assert time.perf_counter() - start < 0.5
+    assert len(str(raised.value)) < 1000

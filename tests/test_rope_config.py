@@ -7,6 +7,7 @@ Keys, frequencies and attention factors per `rope_type`, and every error of
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
@@ -325,7 +326,8 @@ def test_rope_scaling_must_be_a_dict(scaling):
         ({**DYNAMIC, "seq_len": 0}, r"'seq_len' to be a positive integer"),
         (
             {**LONGROPE, "short_factor": []},
-            r"'short_factor' to be a non-empty list of finite numbers > 0",
+            r"'short_factor' to be a non-empty list of at most 32768 finite numbers"
+            r" > 0",
         ),
         ({**LONGROPE, "long_factor": [[1.0, 2.0]]}, r"'long_factor' to be a non-em"),
         ({**LONGROPE, "long_factor": "1.0"}, r"'long_factor' to be a non-empty list"),
@@ -407,8 +409,8 @@ def test_rules_of_the_rotary_dimension(scaling, dim, match):
     "scaling, match",
     [
         (
-            {**LLAMA3, "high_freq_factor": 1.0},
-            r"'high_freq_factor' > 'low_freq_factor'",
+            {**LLAMA3, "high_freq_factor": 0.5},
+            r"'high_freq_factor' >= 'low_freq_factor'",
         ),
         (
             {key: v for key, v in LONGROPE.items() if key != "factor"},
@@ -421,6 +423,79 @@ def test_rules_of_the_rotary_dimension(scaling, dim, match):
 def test_cross_key_rules(scaling, match):
     with pytest.raises(ValueError, match=match):
         RopeConfig.build(rope_scaling=scaling)
+
+
+def test_llama3_equal_freq_factors_give_transformers_frequencies():
+    # low == high leaves no smoothed band: each frequency is kept, or divided
+    # by `factor` past the wavelength orig / low (transformers' torch.where,
+    # in float64 here: its float32 values are within a few ulps of these).
+    scaling = {**LLAMA3, "low_freq_factor": 2.0, "high_freq_factor": 2.0}
+    config = RopeConfig.build(500000.0, scaling)
+    base = 500000.0 ** (-np.arange(0, 128, 2) / 128)
+    wavelength = 2 * np.pi / base
+    want = np.where(wavelength > 8192 / 2.0, base / 8.0, base)
+    got = np.array(config.frequencies(128))
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+    assert np.all(np.isfinite(got))
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"beta_fast": 5e-324},
+        {"beta_fast": 1e308, "beta_slow": 1e308},
+        {"original_max_position_embeddings": 10**400},
+    ],
+    ids=["beta-fast-tiny", "betas-huge", "length-past-float64"],
+)
+def test_yarn_range_past_float64_is_refused_at_construction(keys):
+    # transformers' math.log(orig / (2 pi beta)) would raise OverflowError or
+    # "math domain error" at the first call: refused here, by key.
+    with pytest.raises(
+        ValueError,
+        match=r"`rope_scaling`, expected '(beta_fast|beta_slow)' and "
+        r"'original_max_position_embeddings' whose ratio float64 holds",
+    ):
+        RopeConfig.build(rope_scaling={**YARN, **keys})
+
+
+@pytest.mark.parametrize("key", ["short_factor", "long_factor"])
+def test_long_factor_lists_are_refused_by_length_first(key):
+    # 2 million factors: refused on their count, fast, with a short message.
+    scaling = {**LONGROPE, key: [1.0] * 2_000_000}
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as raised:
+        RopeConfig.build(rope_scaling=scaling)
+    assert time.perf_counter() - start < 0.5
+    message = str(raised.value)
+    assert f"'{key}' to be a non-empty list of at most 32768 finite numbers" in message
+    assert f"'{key}': '<list of 2000000 values: 1.0, 1.0, 1.0, ...>'" in message
+    assert len(message) < 1000
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        {"rope_type": "linear", "factor": 2.0, **{f"k{i}": i for i in range(10**5)}},
+        {"rope_type": "x" * 10**6},
+    ],
+    ids=["many-unknown-keys", "huge-rope-type"],
+)
+def test_huge_values_are_echoed_in_one_short_line(scaling):
+    with pytest.raises(ValueError, match=r"Received: rope_scaling=") as raised:
+        RopeConfig.build(rope_scaling=scaling)
+    message = str(raised.value)
+    assert len(message) < 1000 and "\n" not in message
+    assert "<100002 keys>" in message or "<str of 1000000 characters" in message
+
+
+def test_long_mrope_section_is_refused_by_length_first():
+    scaling = {**MROPE, "mrope_section": [1] * 40_000}
+    with pytest.raises(ValueError) as raised:
+        RopeConfig.build(rope_scaling=scaling)
+    message = str(raised.value)
+    assert "'mrope_section' to be a non-empty list of at most 32768 integers" in message
+    assert len(message) < 1000
 
 
 def test_yarn_mscale_all_dim_zero_denominator_is_refused():

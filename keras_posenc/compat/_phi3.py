@@ -115,6 +115,8 @@ class Phi3SuScaledRotaryEmbedding(Rotary):
     def call(self, inputs, start_index=0, positions=None):
         dim = inputs.shape[self.feature_axis]
         seq = sequence_axis(inputs, self.sequence_axis)
+        if dim == 0:
+            return inputs  # a rotation of nothing, as `Rotary.call`
         start, _ = integral("start_index", start_index)
         if (len(start.shape) if hasattr(start, "shape") else np.ndim(start)) != 0:
             expected = "a scalar (one factor set per call)"

@@ -40,8 +40,13 @@ class Rotary(HubLayer):
         )
 
     def call(self, inputs, start_index=0, positions=None):
-        exact = self._exact_layers(inputs.shape[self.feature_axis])
+        width = inputs.shape[self.feature_axis]
         seq = sequence_axis(inputs, self.sequence_axis)
+        if width == 0:
+            # keras-hub's GPT-NeoX rotates `int(head_size * rotary_percentage)`
+            # features, which may be none: a rotation of nothing is the identity.
+            return inputs
+        exact = self._exact_layers(width)
         return exact_call(exact, inputs, start_index, positions, seq)
 
 
@@ -90,8 +95,8 @@ class RotaryEmbedding(Rotary):
         sequence_axis: int. Axis of positions. Defaults to `1`.
         feature_axis: int. Axis of features. Defaults to `-1`.
         denominator_dim: int. The `d'` of the frequencies ``b**(-2i/d')``
-            when it is not the rotary dimension (Gemma 4). Defaults to
-            `None`.
+            when it is not the rotary dimension (Gemma 4), at most 65536.
+            Defaults to `None`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -131,8 +136,9 @@ class RotaryEmbedding(Rotary):
         **kwargs,
     ):
         if denominator_dim is not None:
+            # It sets d' / 2 frequencies: bounded as a depth is.
             denominator_dim = _arguments.check_positive_int(
-                "denominator_dim", denominator_dim
+                "denominator_dim", denominator_dim, _arguments.MAX_DEPTH
             )
         wavelength = _arguments.check_wavelength
         options = {

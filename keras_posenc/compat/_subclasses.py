@@ -1,5 +1,7 @@
 """keras-hub's model-specific rotary layers (Llama 3, ESM), computed exactly."""
 
+import warnings
+
 import keras
 
 from keras_posenc import _arguments
@@ -46,12 +48,14 @@ class LlamaRotaryEmbedding(Rotary):
     frequency_adjustment_factor, "low_freq_factor": low_freq_factor,
     "high_freq_factor": high_freq_factor, "original_max_position_embeddings":
     pretraining_sequence_length}``, or unscaled when those four are `None`.
-    keras-hub ignores `position_scaling_factor` (its values are unscaled),
-    so any value but `1.0` is refused rather than guessed at.
+    keras-hub ignores `position_scaling_factor` (its values are unscaled,
+    whatever the factor): so does this drop-in, with a warning when it is
+    not `1.0`.
 
     Args:
         max_wavelength: float. The base (`rope_theta`). Defaults to `10000`.
-        position_scaling_factor: float. Must be `1.0`. Defaults to `1.0`.
+        position_scaling_factor: float > 0. Ignored, as keras-hub ignores
+            it (a warning when not `1.0`). Defaults to `1.0`.
         sequence_axis: int. Axis of positions. Defaults to `1`.
         feature_axis: int. Axis of features. Defaults to `-1`.
         frequency_adjustment_factor: float. Llama 3's `factor`.
@@ -92,13 +96,15 @@ class LlamaRotaryEmbedding(Rotary):
         pretraining_sequence_length=None,
         **kwargs,
     ):
+        position_scaling_factor = _arguments.check_wavelength(
+            position_scaling_factor, "position_scaling_factor"
+        )
         if position_scaling_factor != 1.0:
-            expected = (
-                "1.0: keras-hub's LlamaRotaryEmbedding ignores it (its values are "
-                "unscaled), so the scaling meant is not known"
-            )
-            raise _arguments.invalid(
-                "position_scaling_factor", expected, position_scaling_factor
+            warnings.warn(
+                "keras-hub's LlamaRotaryEmbedding ignores `position_scaling_factor` "
+                f"(here {position_scaling_factor!r}: its values are unscaled), and "
+                "so does this drop-in.",
+                stacklevel=2,
             )
         values = (
             frequency_adjustment_factor,

@@ -1,8 +1,10 @@
 """`use_exact`: keras-hub's position layers inside a model, made exact in place."""
 
+import os
 import re
+import tempfile
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import keras
 
@@ -149,6 +151,24 @@ class _ExactModel:
         model = keras.saving.deserialize_keras_object(config["model"])
         use_exact(model)
         return model
+
+    def __reduce__(self):
+        # Its class is made at run time: pickle (multiprocessing, joblib, Ray)
+        # takes the model as its `.keras` file, which loads it exact.
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "model.keras")
+            cast(Any, self).save(path)
+            with open(path, "rb") as file:
+                return (_unpickle, (file.read(),))
+
+
+def _unpickle(data):
+    """A model pickled after `use_exact`, from its `.keras` bytes."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.keras")
+        with open(path, "wb") as file:
+            file.write(data)
+        return keras.saving.load_model(path)
 
 
 _EXACT_NAME = "KerasHubExactModel"

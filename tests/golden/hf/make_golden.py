@@ -1,6 +1,6 @@
 """Golden RoPE values of each architecture's own transformers rotary module.
 
-Run from the repository root (needs torch and transformers 5.23, which are
+Run from the repository root (needs torch and transformers 5.24, which are
 not project dependencies; the tests need only numpy and these files)::
 
     python tests/golden/hf/make_golden.py
