@@ -310,8 +310,7 @@ class RotaryEmbedding(PositionLayer):
         >>> rope.rotary_dim, rope.layout
         (16, 'half')
         """
-        arguments = _hf_config.rotary_arguments(config, seq_len, layer_type)
-        return cls(**arguments, **kwargs)
+        return cls(**_hf_config.layer_arguments(config, seq_len, layer_type, kwargs))
 
     @property
     def max_wavelength(self) -> float:

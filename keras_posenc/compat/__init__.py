@@ -26,7 +26,8 @@ Example:
 >>> x = np.random.default_rng(0).normal(size=(1, 8, 2, 16)).astype("float32")
 >>> theirs = keras_hub.layers.RotaryEmbedding(scaling_factor=2.0)(x, start_index=5)
 >>> ours = compat.RotaryEmbedding(scaling_factor=2.0)(x, start_index=5)
->>> bool(np.abs(np.asarray(ours) - np.asarray(theirs)).max() < 1e-5)
+>>> difference = keras.ops.max(keras.ops.abs(ours - theirs))
+>>> bool(keras.ops.convert_to_numpy(difference) < 1e-5)
 True
 """
 

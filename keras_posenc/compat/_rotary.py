@@ -113,7 +113,7 @@ class RotaryEmbedding(Rotary):
     >>> from keras_posenc import compat
     >>> q = np.ones((1, 3, 2, 4), "float32")  # [batch, length, heads, dim]
     >>> out = compat.RotaryEmbedding(scaling_factor=2.0)(q)
-    >>> np.round(np.asarray(out[0, 1, 0]), 4)
+    >>> np.round(keras.ops.convert_to_numpy(out[0, 1, 0]), 4)
     array([0.3982, 0.995 , 1.357 , 1.005 ], dtype=float32)
 
     References:

@@ -40,7 +40,7 @@ class SinePositionEncoding(HubLayer):
 
     >>> from keras_posenc import compat
     >>> pe = compat.SinePositionEncoding()(np.zeros((1, 4, 6), "float32"))
-    >>> np.round(np.asarray(pe[0, 3]), 4)
+    >>> np.round(keras.ops.convert_to_numpy(pe[0, 3]), 4)
     array([ 0.1411, -0.99  ,  0.1388,  0.9903,  0.0065,  1.    ],
           dtype=float32)
 
