@@ -962,6 +962,8 @@ def test_an_argument_read_from_the_config_cannot_be_given_again():
         r"it is read from `config` \(here 64\). Received: rotary_dim=32",
     ):
         _hf_config.layer_arguments(LLAMA, overrides={"rotary_dim": 32})
+    with pytest.raises(ValueError, match=r"expected no `rotary_dim` argument"):
+        RotaryEmbedding.from_hf_config(LLAMA, rotary_dim=32)
 
 
 @pytest.mark.parametrize(
