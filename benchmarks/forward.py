@@ -38,7 +38,7 @@ from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
 from benchmarks._floors import PlainAdd  # noqa: E402
-from keras_posenc import _reference  # noqa: E402
+from keras_posenc._exact import reference as _reference  # noqa: E402
 
 BACKEND = keras.backend.backend()
 NAME = "forward"

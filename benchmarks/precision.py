@@ -9,7 +9,7 @@ keras_posenc's `sinusoidal_table` on the Keras backend (float32 and the two
 formed in float32, as the TF tutorial and most code do), and the
 compute-dtype formula (positions and angles in bfloat16/float16, as
 keras-hub's SinePositionEncoding does under mixed precision). The naive
-rows and the reference come from `keras_posenc._reference` (numpy, the same
+rows and the reference come from `keras_posenc._exact.reference` (numpy, the same
 on every backend); the reference forms `p * w` in float64, exact to ~1e-9
 below 2**24. `--exhaustive` also checks every position below 2**24 at
 depth 64 (a few minutes).
@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
-from keras_posenc import _reference  # noqa: E402
+from keras_posenc._exact import reference as _reference  # noqa: E402
 
 BACKEND = keras.backend.backend()
 NAME = "precision"

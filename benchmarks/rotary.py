@@ -50,7 +50,7 @@ import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from keras_posenc._rope_config import RopeConfig  # noqa: E402
+from keras_posenc._rope.config import RopeConfig  # noqa: E402
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin  # noqa: E402
 
 BACKEND = keras.backend.backend()

@@ -18,9 +18,13 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from keras_posenc import _arguments, _cli_process, _files, _options, _tensorflow, demo
-from keras_posenc._cli_parser import PLOT_KINDS, PROG, UsageError, build_parser
-from keras_posenc._cli_process import report_interrupt
+from keras_posenc import _tensorflow, demo
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import options as _options
+from keras_posenc._cli import process as _cli_process
+from keras_posenc._cli.parser import PLOT_KINDS, PROG, UsageError, build_parser
+from keras_posenc._cli.process import report_interrupt
+from keras_posenc._files import atomic as _files
 
 __all__ = ["PLOT_KINDS", "PROG", "build_parser", "main", "report_interrupt"]
 

@@ -32,7 +32,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from keras_posenc import _arguments, _files, _tensorflow
+from keras_posenc import _tensorflow
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._files import atomic as _files
 
 if TYPE_CHECKING:
     import numpy as np

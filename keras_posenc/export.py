@@ -12,10 +12,13 @@ import contextlib
 import logging
 import os
 
-from keras_posenc import _arguments, _backend, _files, _positions, _tensorflow
+from keras_posenc import _backend, _tensorflow
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
+from keras_posenc._checks.options import SinusoidalOptions
+from keras_posenc._exact.rows import sinusoidal_rows
+from keras_posenc._files import atomic as _files
 from keras_posenc._keras import LEGACY, keras
-from keras_posenc._options import SinusoidalOptions
-from keras_posenc._rows import sinusoidal_rows
 
 # Keras 3 writes a SavedModel from these backends (`model.export`).
 EXPORT_BACKENDS = ("tensorflow", "jax")

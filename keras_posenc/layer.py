@@ -5,10 +5,12 @@ from typing import Any
 
 from keras import ops
 
-from keras_posenc import _arguments, _backend, _positions
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
+from keras_posenc._checks.options import SinusoidalOptions
+from keras_posenc._exact.rows import sinusoidal_rows
 from keras_posenc._keras import PositionLayer, keras, output_shape
-from keras_posenc._options import SinusoidalOptions
-from keras_posenc._rows import sinusoidal_rows
 
 # Tensors with no dense sequence axis to place positions on: TF ragged and
 # sparse, JAX sparse (matched by name, as Keras's own data adapters do, so

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from keras_posenc import _arguments, _files, _options
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import options as _options
+from keras_posenc._files import atomic as _files
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -482,7 +484,7 @@ def precision(
     >>> bool(ours.max() < 2e-7 and naive[-1] > 0.05)
     True
     """
-    from keras_posenc import _reference
+    from keras_posenc._exact import reference as _reference
 
     _, depth = check_size("precision", None, depth, window=window)
     max_wavelength = check_precision_base(max_wavelength)
@@ -553,7 +555,7 @@ def save(
     """Writes `figure` to `path` as PNG, SVG or PDF (its suffix), atomically.
 
     The file is written to a temporary sibling and renamed to `path`
-    (`keras_posenc._files.atomic_file`), so a failure or a kill midway
+    (`keras_posenc._files.atomic.atomic_file`), so a failure or a kill midway
     leaves no partial file and an existing `path` untouched. For pictures
     of the encoding of Vaswani et al. (2017), section 3.5,
     https://arxiv.org/abs/1706.03762.

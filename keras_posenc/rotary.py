@@ -5,22 +5,20 @@ from typing import Any
 
 from keras import backend, ops
 
-from keras_posenc import (
-    _arguments,
-    _backend,
-    _hf_config,
-    _positions,
-    _rotary_inputs,
-    _rotation,
-)
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
+from keras_posenc._checks.options import ShapeMemo, check_table_options
+from keras_posenc._exact.rows import ComputedRows, decoding_range
+from keras_posenc._hf import config as _hf_config
 from keras_posenc._keras import PositionLayer, keras, output_shape
-from keras_posenc._options import ShapeMemo, check_table_options
-from keras_posenc._rope_config import (
+from keras_posenc._rope import inputs as _rotary_inputs
+from keras_posenc._rope import rotation as _rotation
+from keras_posenc._rope.config import (
     LAYOUTS,
     RopeConfig,
     check_rotary_dim,
 )
-from keras_posenc._rows import ComputedRows, decoding_range
 
 
 @_backend.not_autograph

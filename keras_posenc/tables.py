@@ -11,9 +11,13 @@ from typing import Any
 
 from keras import ops
 
-from keras_posenc import _arguments, _backend, _engine, _options, _positions
-from keras_posenc._phase_constants import radians_of, sinusoidal_turns
-from keras_posenc._rows import ComputedRows
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import options as _options
+from keras_posenc._checks import positions as _positions
+from keras_posenc._exact import engine as _engine
+from keras_posenc._exact.phase_constants import radians_of, sinusoidal_turns
+from keras_posenc._exact.rows import ComputedRows
 
 
 def _checked_options(depth, max_wavelength, layout, dtype):

@@ -1,4 +1,4 @@
-"""Scalar argument checks (`keras_posenc._arguments`): bounds and settings.
+"""Scalar argument checks (`keras_posenc._checks.arguments`): bounds and settings.
 
 `MAX_DEPTH` refuses huge depths before any work, and the lookup-table byte
 limit (`check_table_bytes`) follows KERAS_POSENC_MAX_TABLE_BYTES.
@@ -11,7 +11,8 @@ import pytest
 from _helpers import FAST, TABLE_MESSAGE, TOL, reference_mp, to_numpy
 
 import keras_posenc
-from keras_posenc import SinusoidalPositionEncoding, _arguments
+from keras_posenc import SinusoidalPositionEncoding
+from keras_posenc._checks import arguments as _arguments
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ import pytest
 from _helpers import BACKEND, LEGACY, TOL, reference
 
 import keras_posenc
-from keras_posenc import _options, _tensorflow, cli, demo
+from keras_posenc import _tensorflow, cli, demo
+from keras_posenc._checks import options as _options
 
 # Subprocess tests that do not depend on the pass's backend run once.
 tensorflow_pass = pytest.mark.skipif(

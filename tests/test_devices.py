@@ -114,7 +114,7 @@ def test_the_guard_catches_an_implicit_conversion(no_implicit_numpy):
     # module raises; the same call from a test does not.
     import torch
 
-    from keras_posenc import _positions
+    from keras_posenc._checks import positions as _positions
 
     tensor = torch.ones(2)
     with pytest.raises(TypeError, match="implicit tensor-to-numpy"):

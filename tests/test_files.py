@@ -1,6 +1,6 @@
 """Tests of the atomic, crash-safe directory and file publication.
 
-First `keras_posenc/_files.py` on its own (names, refusals, renames, locks,
+First `keras_posenc/_files/atomic.py` on its own (names, refusals, renames, locks,
 recovery after kills, writers in other pid namespaces), then what
 `export_saved_model` and `export_encoder` may do to a user's files end to end.
 """
@@ -32,13 +32,9 @@ from _helpers import (
     to_numpy,
 )
 
-from keras_posenc import (
-    SinusoidalPositionEncoding,
-    _files,
-    _renames,
-    export_encoder,
-    export_saved_model,
-)
+from keras_posenc import SinusoidalPositionEncoding, export_encoder, export_saved_model
+from keras_posenc._files import atomic as _files
+from keras_posenc._files import renames as _renames
 from keras_posenc.export import EXPORT_BACKENDS
 
 # `_files` and `_renames` are stdlib only: the killed subprocesses below load
@@ -50,7 +46,8 @@ import os, signal, sys, types
 package = types.ModuleType("keras_posenc")
 package.__path__ = [sys.argv[1]]
 sys.modules["keras_posenc"] = package
-from keras_posenc import _files as files, _renames as renames
+from keras_posenc._files import atomic as files
+from keras_posenc._files import renames as renames
 """
 # Longest hidden name beside any published name, in bytes (docs/design.md).
 HIDDEN_NAME_BYTES = 123

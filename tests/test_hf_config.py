@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from _helpers import LLAMA3, to_numpy
 
-from keras_posenc import _hf_architectures, _hf_config
+from keras_posenc._hf import architectures as _hf_architectures
+from keras_posenc._hf import config as _hf_config
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "hf")

@@ -1,4 +1,4 @@
-"""Host constants of the exact engine (`keras_posenc._phase_constants`).
+"""Host constants of the exact engine (`keras_posenc._exact.phase_constants`).
 
 The constants keep enough digits for any `max_wavelength` the checks allow
 (rows within TOL of 40-digit mpmath), and the widest ones are built at once.
@@ -11,7 +11,9 @@ import pytest
 from _helpers import TOL, reference_mp, to_numpy
 
 import keras_posenc
-from keras_posenc import SinusoidalPositionEncoding, _arguments, _phase_constants
+from keras_posenc import SinusoidalPositionEncoding
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._exact import phase_constants as _phase_constants
 
 WAVELENGTHS = [1e-10, 1e-30, 1e-45, 1e-60, 1e-100, 1e-300, 5e-324, 1e30, 1e300]
 

@@ -1,4 +1,4 @@
-"""Positions parsed once (`keras_posenc._positions`), through every entry point.
+"""Positions parsed once (`keras_posenc._checks.positions`), through every entry point.
 
 `start_index`, `positions` and sizes (`length`, `batch_size`) of any integer
 type are checked against the int32 range before any cast, wherever they come
@@ -7,7 +7,9 @@ it, never the rows of a wrapped position. (What a traced value that fails
 the checks does is the guard's policy: tests/test_backend.py.)
 """
 
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -24,6 +26,7 @@ from _helpers import (
     to_numpy,
     traced,
 )
+from keras import ops
 
 import keras_posenc
 
@@ -155,7 +158,7 @@ def test_eager_jax_compilations_level_off_for_new_lengths():
     # Eager JAX compiles the engine once per input size; sizes are rounded up
     # to powers of two, so once lengths up to 300 have been seen, new lengths
     # (explicit positions and spans) compile nothing more: memory levels off.
-    from keras_posenc import _engine
+    from keras_posenc._exact import engine as _engine
 
     encoder = _engine.sinusoidal_encoder(8, 10000.0, "interleaved")
     layer = keras_posenc.SinusoidalPositionEncoding(merge=None, depth=8)
@@ -289,3 +292,79 @@ def test_a_time_is_not_a_position(value, echo):
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         keras_posenc.sinusoidal_table(2, 4, start_index=value)
+
+
+# -- the path of start_index: parsed once, raised once ---------------------------
+
+# Modules by layer, highest first: a call into a higher one goes back up.
+_LAYERS = {"layer": 4, "_checks/positions": 3, "_checks/arguments": 2, "_backend": 1}
+
+
+def _module_events(call):
+    """(event, module) of every call and return inside the package."""
+    package = os.path.dirname(os.path.abspath(keras_posenc.__file__))
+    events = []
+
+    def profile(frame, event, arg):
+        path = frame.f_code.co_filename
+        if event in ("call", "return") and path.startswith(package):
+            events.append((event, os.path.relpath(path, package)[:-3]))
+
+    sys.setprofile(profile)
+    try:
+        call()
+    except ValueError:
+        pass
+    finally:
+        sys.setprofile(None)
+    return events
+
+
+def _start_index_path(call):
+    """Module changes from the layer's call into `_checks/positions` until it
+    returns there: (entries by a call, calls back up the layers, returns)."""
+    stack, started, entries, up, returns = [], False, 0, 0, 0
+    for event, module in _module_events(call):
+        before = stack[-1] if stack else None
+        stack = stack + [module] if event == "call" else stack[:-1]
+        now = stack[-1] if stack else None
+        if not started:
+            started = (event, before, module) == ("call", "layer", "_checks/positions")
+            entries = int(started)
+        elif now not in (before, None) and event == "call":
+            entries += 1
+            up += _LAYERS.get(now, 0) > _LAYERS.get(before, 0)
+        elif now not in (before, None):
+            returns += 1
+            if now == "layer":
+                break
+    return entries, up, returns
+
+
+START_INDEX_KINDS = {
+    "int": 5,
+    "numpy-int": np.int64(5),
+    "per-example": np.array([1]),
+    "past-int32": 2**32,
+    "numpy-past-int32": np.int64(-(2**40)),
+    "float": 2.5,
+    "bool": True,
+    "none": None,
+    "bad-rank": np.zeros((2, 2), "int32"),
+    "past-2**31": 2**31 - 2,
+    "time": np.timedelta64(5),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(START_INDEX_KINDS))
+def test_start_index_is_parsed_once_and_raised_once(kind):
+    # Followed from the layer's call, a start_index (good or bad) enters at
+    # most 8 modules, goes back up the layers at most twice and comes back
+    # to a module it had left at most 3 times: no bouncing between modules
+    # per kind of wrong value.
+    layer = keras_posenc.SinusoidalPositionEncoding()
+    x = ops.convert_to_tensor(np.zeros((1, 4, 8), "float32"))
+    layer(x)
+    start = START_INDEX_KINDS[kind]
+    entries, up, returns = _start_index_path(lambda: layer.call(x, start_index=start))
+    assert 1 <= entries <= 8 and up <= 2 and returns <= 3, (entries, up, returns)

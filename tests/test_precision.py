@@ -204,7 +204,7 @@ def test_phase_constants_match_mpmath(max_wavelength):
     # The host constants (decimal recurrence, integer split) equal an
     # independent mpmath computation: the int32 parts bit for bit, the
     # float32 rest to its last bit (|lo| <= 2**-25).
-    from keras_posenc import _phase_constants
+    from keras_posenc._exact import phase_constants as _phase_constants
 
     depth = 64
     constants = _phase_constants.sinusoidal_constants(
@@ -248,7 +248,8 @@ def test_engine_rounds_as_its_float32_formula(shape):
     # graph optimizer knows of the shapes: it regroups chains of additions
     # or products (rounding differently) only where shapes are known, which
     # once made rows depend on the call path.
-    from keras_posenc import _engine, _phase_constants
+    from keras_posenc._exact import engine as _engine
+    from keras_posenc._exact import phase_constants as _phase_constants
 
     constants = _phase_constants.sinusoidal_constants(2048, 10000.0, "interleaved")
     rng = np.random.default_rng(0)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from _helpers import LLAMA3, MROPE, exact
 
-from keras_posenc._rope_config import MAX_ROTARY_DIM, RopeConfig
-from keras_posenc._rope_types import KEYS, REGISTRY
+from keras_posenc._rope.config import MAX_ROTARY_DIM, RopeConfig
+from keras_posenc._rope.scalings import KEYS, REGISTRY
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "rope")
 with open(os.path.join(GOLDEN, "cases.json")) as _f:

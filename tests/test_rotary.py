@@ -25,7 +25,7 @@ from _helpers import (
 from keras import backend as keras_backend
 from keras import ops
 
-from keras_posenc._rope_config import RopeConfig
+from keras_posenc._rope.config import RopeConfig
 from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "rope")

@@ -1,4 +1,4 @@
-"""Row sources (`keras_posenc._rows`): computed rows and the lookup table.
+"""Row sources (`keras_posenc._exact.rows`): computed rows and the lookup table.
 
 Every way of asking for a position's row gives the same bits; the eager
 decoding cache (a block of rows kept by the shared encoder) included.
@@ -9,7 +9,7 @@ import pytest
 from _helpers import BACKEND, TOL, reference, to_numpy
 
 import keras_posenc
-from keras_posenc import _engine
+from keras_posenc._exact import engine as _engine
 
 DEPTH = 16
 

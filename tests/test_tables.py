@@ -24,7 +24,7 @@ from _helpers import (
 from keras import backend, ops
 
 import keras_posenc
-from keras_posenc import _engine
+from keras_posenc._exact import engine as _engine
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

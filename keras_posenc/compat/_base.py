@@ -3,7 +3,7 @@
 import keras
 
 import keras_posenc
-from keras_posenc import _arguments
+from keras_posenc._checks import arguments as _arguments
 
 PACKAGE = "keras_posenc"
 # keras-hub's defaults for the arguments of its base `RotaryEmbedding`.

@@ -10,7 +10,8 @@ NaN rows) when it is only known at run time. Nothing is rounded.
 import numpy as np
 from keras import backend, ops
 
-from keras_posenc import _arguments, _backend
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
 
 FRACTIONAL = "integral positions (a fractional position is never rounded)"
 

@@ -4,7 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_posenc import _arguments, _backend
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
 from keras_posenc.compat._base import PACKAGE, sequence_axis, unused
 from keras_posenc.compat._calls import exact_call, integral
 from keras_posenc.compat._rotary import Rotary

@@ -5,7 +5,7 @@ import math
 import keras
 
 import keras_posenc
-from keras_posenc import _arguments
+from keras_posenc._checks import arguments as _arguments
 from keras_posenc.compat._base import PACKAGE, ROTARY_DEFAULTS, HubLayer, sequence_axis
 from keras_posenc.compat._calls import exact_call
 

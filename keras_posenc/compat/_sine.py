@@ -3,7 +3,7 @@
 import keras
 
 import keras_posenc
-from keras_posenc import _arguments
+from keras_posenc._checks import arguments as _arguments
 from keras_posenc.compat._base import PACKAGE, HubLayer
 from keras_posenc.compat._calls import exact_call
 

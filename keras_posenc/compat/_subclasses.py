@@ -4,7 +4,7 @@ import warnings
 
 import keras
 
-from keras_posenc import _arguments
+from keras_posenc._checks import arguments as _arguments
 from keras_posenc.compat._base import PACKAGE, fixed, unused
 from keras_posenc.compat._rotary import Rotary, linear
 

@@ -25,7 +25,7 @@ pairing, sign, attention factor, the multimodal row of each frequency
 keeps its error instead.
 
 Then every case is read with `RotaryEmbedding.from_hf_config` (this
-checkout's `keras_posenc`) and `keras_posenc/_hf_types.py` is written: a
+checkout's `keras_posenc`) and `keras_posenc/_hf/model_types.py` is written: a
 model type is supported when its defaults are read exactly and no case of
 it is read wrongly (a case is either read exactly or refused with a
 `ValueError`); its `rope_type`s and `partial_rotary_factor` are allowed
@@ -786,7 +786,7 @@ def entry(model_type, cases):
     flat = not any(isinstance(v, dict) for v in params.values())
     # A default dict of its own keeps its base whatever a top-level
     # `rope_theta` says (set before transformers fills `rope_theta` in).
-    from keras_posenc._hf_architectures import QUIRKS
+    from keras_posenc._hf.architectures import QUIRKS
 
     quirks = QUIRKS.get(model_type, {}).get("aliases", ())
     theta = next((raw for raw, key in quirks if key == "rope_theta"), "rope_theta")
@@ -822,7 +822,7 @@ def entry(model_type, cases):
 def _rows(facts, interleaved):
     """The multimodal row of each frequency, as `keras_posenc` lays out
     `facts["section"]` (contiguous, or interleaved as Qwen3-VL)."""
-    from keras_posenc._rope_config import RopeConfig
+    from keras_posenc._rope.config import RopeConfig
 
     scaling = {
         "rope_type": "default",
@@ -881,7 +881,7 @@ def verdict(case, arrays):
     return _difference(case, layer, arrays) or "exact"
 
 
-TABLE = ROOT / "keras_posenc" / "_hf_types.py"
+TABLE = ROOT / "keras_posenc" / "_hf" / "model_types.py"
 HEADER = '''# ruff: noqa: E501
 """Model types of transformers {version} and how their RoPE is read.
 
@@ -892,7 +892,7 @@ edit by hand. `SUPPORTED` holds each type whose defaults are read exactly
 and none of whose cases is read wrongly, with what its configuration class
 fills in, how its attention pairs features, the `rope_type`s read exactly
 and whether `partial_rotary_factor` is; `REFUSED` every other surveyed
-type, with the evidence against it. `_hf_architectures` adds what a table
+type, with the evidence against it. `architectures` adds what a table
 cannot say. One line per model type.
 """
 
@@ -911,8 +911,8 @@ def write_table(supported, refused):
     lines = [HEADER.format(version=transformers.__version__).rstrip("\n")]
     lines += _lines("SUPPORTED", supported) + [""] + _lines("REFUSED", refused)
     TABLE.write_text("\n".join(lines) + "\n# fmt: on\n")
-    for name in ("_hf_types", "_hf_architectures", "_hf_config"):
-        importlib.reload(importlib.import_module(f"keras_posenc.{name}"))
+    for name in ("model_types", "architectures", "config"):
+        importlib.reload(importlib.import_module(f"keras_posenc._hf.{name}"))
 
 
 def _failure(why):
@@ -1021,7 +1021,7 @@ def main():
     with np.load(HERE / "survey.npz") as data:
         arrays = {name: data[name] for name in data.files}
     supported, refused = classify(survey_file["cases"], survey_file["failed"], arrays)
-    from keras_posenc import _hf_architectures
+    from keras_posenc._hf import architectures as _hf_architectures
 
     page = ROOT / "docs" / "hf-model-types.md"
     page.write_text(_hf_architectures.model_types_page())

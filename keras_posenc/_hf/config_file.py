@@ -15,8 +15,8 @@ import os
 import pathlib
 import stat
 
-from keras_posenc import _arguments
-from keras_posenc._echo import shortened
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks.echo import shortened
 
 # Published configs are 1-100 KB (Phi-3's LongRoPE lists included).
 MAX_BYTES = 4 << 20

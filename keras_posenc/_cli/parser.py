@@ -8,7 +8,9 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
-from keras_posenc import __version__, _arguments, _options, demo
+from keras_posenc import __version__, demo
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import options as _options
 
 PROG = "keras-posenc"
 DESCRIPTION = """\

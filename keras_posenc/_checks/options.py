@@ -8,8 +8,8 @@ options (allowed values, cross-checks such as `max_length` with
 
 import dataclasses
 
-from keras_posenc import _arguments
-from keras_posenc._arguments import invalid
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks.arguments import invalid
 
 LAYOUTS = ("interleaved", "concatenated")
 MODES = ("compute", "lookup")
@@ -71,7 +71,7 @@ class SinusoidalOptions:
 
     Example:
 
-    >>> from keras_posenc._options import SinusoidalOptions
+    >>> from keras_posenc._checks.options import SinusoidalOptions
     >>> SinusoidalOptions(mode="lookup", max_length=128).lowest_position
     0
     """

@@ -5,7 +5,7 @@ first is never silently replaced) or `RENAME_EXCHANGE` (an overwrite is
 one step: never a moment without the path). Where libc, the kernel or the
 filesystem lacks them, the check and a two-rename swap run under an
 exclusive `flock` instead. Staging, writer locks and recovery are
-`keras_posenc._files`; this module only renames.
+`keras_posenc._files.atomic`; this module only renames.
 """
 
 __all__ = [

@@ -21,9 +21,10 @@ import math
 import numbers
 import warnings
 
-from keras_posenc import _arguments, _hf_json
-from keras_posenc._echo import shortened
-from keras_posenc._hf_architectures import TRANSFORMERS_VERSION, resolve
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks.echo import shortened
+from keras_posenc._hf import config_file as _hf_json
+from keras_posenc._hf.architectures import TRANSFORMERS_VERSION, resolve
 
 _ORIG = "original_max_position_embeddings"
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")

@@ -12,8 +12,10 @@ import dataclasses
 
 from keras import ops
 
-from keras_posenc import _arguments, _backend, _engine
-from keras_posenc._phase_constants import FINE_ROWS
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._exact import engine as _engine
+from keras_posenc._exact.phase_constants import FINE_ROWS
 
 
 def decoding_range(positions, encoder):

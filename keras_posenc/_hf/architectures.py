@@ -23,9 +23,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from keras_posenc import _arguments
-from keras_posenc._echo import shortened
-from keras_posenc._hf_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks.echo import shortened
+from keras_posenc._hf.model_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
 
 _FROZEN = types.MappingProxyType
 # The standardized keys, as transformers' configs name them.
@@ -345,7 +345,7 @@ def model_types_page():
         "is read wrongly; every other one is refused by name. A config without "
         "`model_type` is read as Llama reads the standard keys.",
         "",
-        "This page is generated from `keras_posenc/_hf_types.py` (written by "
+        "This page is generated from `keras_posenc/_hf/model_types.py` (written by "
         "`tests/golden/hf/make_survey.py`, whose evidence is "
         "`tests/golden/hf/survey.json`); a test keeps it up to date.",
         "",

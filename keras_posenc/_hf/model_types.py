@@ -8,7 +8,7 @@ edit by hand. `SUPPORTED` holds each type whose defaults are read exactly
 and none of whose cases is read wrongly, with what its configuration class
 fills in, how its attention pairs features, the `rope_type`s read exactly
 and whether `partial_rotary_factor` is; `REFUSED` every other surveyed
-type, with the evidence against it. `_hf_architectures` adds what a table
+type, with the evidence against it. `architectures` adds what a table
 cannot say. One line per model type.
 """
 

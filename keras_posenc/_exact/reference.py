@@ -7,7 +7,12 @@ good reference below about 2**24 and a poor one far beyond.
 
 import numpy as np
 
-from keras_posenc.tables import frequencies
+from keras_posenc._exact.phase_constants import radians_of, sinusoidal_turns
+
+
+def frequencies(depth, max_wavelength):
+    """float64 ``w_i``, rounded once from the exact turns (as `tables.frequencies`)."""
+    return radians_of(sinusoidal_turns(depth, max_wavelength))
 
 
 def sinusoidal_float64(positions, depth, max_wavelength=10000.0, layout="interleaved"):

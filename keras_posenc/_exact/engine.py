@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from keras_posenc import _backend, _platform, cache
-from keras_posenc._arguments import POSITION_LIMIT
-from keras_posenc._phase_constants import (
+from keras_posenc import _backend, _platform
+from keras_posenc._checks.arguments import POSITION_LIMIT
+from keras_posenc._exact import kept
+from keras_posenc._exact.phase_constants import (
     FINE_ROWS,
     TURN_TABLE,
     PhaseConstants,
@@ -248,7 +249,7 @@ class Encoder:
     def __init__(self, consts: PhaseConstants):
         self.consts = consts = EngineConstants.of(consts)
         # (base, rows, steps) of the block that `block` last computed.
-        self.slot = cache.Slot(self)
+        self.slot = kept.Slot(self)
         self._range = _backend.compile_function(
             functools.partial(range_rows, consts), static_argnums=(1,)
         )
@@ -298,7 +299,7 @@ class Encoder:
         For eager calls at known positions (never inside a trace: the rows
         would become constants of the compiled program). Decoding asks for
         one position per layer and step: the `step_rows` rows from
-        ``64 * floor(first / 64)`` are computed once and kept (`cache`), so
+        ``64 * floor(first / 64)`` are computed once and kept (`kept`), so
         the next steps (and every layer sharing this encoder) read them,
         with the bits of `rows`, without running the engine; `steps` holds
         them one by one (``[1, C]`` each, split in one op), so a
@@ -348,9 +349,9 @@ class Encoder:
             return False
         if end - first <= FINE_ROWS:
             copies = 1 if _backend.NAME == "torch" else 2  # rows and split steps
-            return cache.fits(copies * 4 * self.step_rows * self.width)
+            return kept.fits(copies * 4 * self.step_rows * self.width)
         values = (end - first + FINE_ROWS) * self.width
-        return values <= KEPT_VALUES and cache.fits(4 * values)
+        return values <= KEPT_VALUES and kept.fits(4 * values)
 
     def recent_rows(self, first, end):
         """Rows for positions ``[first, end)`` (see `keeps`), read from `block`."""

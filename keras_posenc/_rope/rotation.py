@@ -14,8 +14,10 @@ import functools
 import numpy as np
 from keras import ops
 
-from keras_posenc import _backend, _engine, _platform, cache
-from keras_posenc._rows import ComputedRows, LookupTable
+from keras_posenc import _backend, _platform
+from keras_posenc._exact import engine as _engine
+from keras_posenc._exact import kept
+from keras_posenc._exact.rows import ComputedRows, LookupTable
 
 
 def cos_sin(rows, dim, attention, layout, signed):
@@ -140,7 +142,7 @@ class StepTables:
     """cos and signed sin of the current decoding block, for decoding steps.
 
     A decoding step (eager, at most 64 known positions) reads slices of
-    tables kept (`cache`) in the rotation's broadcast shape ``[rows, 1, ...,
+    tables kept (`kept`) in the rotation's broadcast shape ``[rows, 1, ...,
     dim]`` (`trailing` ones, for the axes between the sequence and the
     features): two slices per call instead of building tables. The values
     are those `cos_sin` gives for the same rows, so the bits are the full
@@ -152,7 +154,7 @@ class StepTables:
         self.encoder = encoder
         self.dim, self.attention, self.layout = dim, attention, layout
         self.trailing = trailing
-        self.slot = cache.Slot(self)  # (base, cos, sin, steps)
+        self.slot = kept.Slot(self)  # (base, cos, sin, steps)
 
     def __call__(self, first, end):
         def serves(kept):

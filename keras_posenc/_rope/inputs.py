@@ -7,8 +7,10 @@ https://arxiv.org/abs/2409.12191) are split into their three rows here.
 
 import numpy as np
 
-from keras_posenc import _arguments, _positions, _rotation
-from keras_posenc._rope_config import MAX_ROTARY_DIM
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
+from keras_posenc._rope import rotation as _rotation
+from keras_posenc._rope.config import MAX_ROTARY_DIM
 
 
 def check_section_shape(shape):

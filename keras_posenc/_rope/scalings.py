@@ -27,7 +27,7 @@ import decimal
 import math
 from collections.abc import Callable
 
-from keras_posenc._phase_constants import PI
+from keras_posenc._exact.phase_constants import PI
 
 _PRECISION = 60
 _ORIG = "original_max_position_embeddings"

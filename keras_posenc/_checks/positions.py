@@ -20,7 +20,7 @@ import numpy as np
 from keras import ops
 
 from keras_posenc import _backend
-from keras_posenc._arguments import (
+from keras_posenc._checks.arguments import (
     MAX_LENGTH,
     POSITION_LIMIT,
     POSITION_MIN,
@@ -77,8 +77,8 @@ class Positions:
     @property
     def known_range(self):
         """``(first, end)`` of a shared span known now, else `None`."""
-        if self.is_span and self.known is not None and is_int(self.length):
-            if is_int(self.known) or self.known.ndim == 0:
+        if self.is_span and self.known is not None and _is_int(self.length):
+            if _is_int(self.known) or self.known.ndim == 0:
                 return int(self.known), int(self.known) + self.length
         return None
 
@@ -89,7 +89,7 @@ class Positions:
         known = np.asarray(self.known)
         if not self.is_span:
             return known
-        if not is_int(self.length):
+        if not _is_int(self.length):
             return None
         steps = np.arange(self.length, dtype=np.int64)
         return known[..., None] + steps if known.ndim else known + steps
@@ -111,9 +111,15 @@ class Positions:
         return _backend.guard(rows, self.checks)
 
 
-def _echo(value):
-    """The value to show in a message: numbers when known, else the spec."""
-    static = _backend.static_value(value)
+def _is_int(value):
+    """`arguments.is_int`, without a call for a plain Python int (the common
+    case: a start, a length from a shape), so a parse stays in this module."""
+    return type(value) is int or is_int(value)
+
+
+def _echo(value, static):
+    """The value to show in a message: numbers when known (`static`, its
+    value already read), else the tensor's spec."""
     if static is None:
         return f"<tensor dtype={_backend.dtype_name(value)} shape={tuple(value.shape)}>"
     static = np.asarray(static)
@@ -148,18 +154,21 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
     """
     kind = expected or f"integer positions in [{low}, 2**31)"
     outside = expected or f"positions in [{low}, 2**31) (int32)"
-    if is_int(value) and 0 in ranks:  # the common case, kept cheap
+    if type(value) is int and 0 in ranks:  # the common case, kept cheap
         if not low <= value <= high:
             raise invalid(name, outside, value)
-        return int(value), int(value), ()
+        return value, value, ()
     if value is None or isinstance(value, (bool, float, str)):
         raise invalid(name, kind, value)
+    # One read of the value (a numpy int too); everything after is numpy.
     static = _backend.static_value(value)
     if static is not None:
         array = _known_integers(name, static, value, kind, ranks)
         bad = _first_outside(array, low, high)
         if bad is not None:
             raise invalid(name, outside, bad)
+        if array.ndim == 0:  # one position, as a Python int (see `Positions`)
+            return int(array), int(array), ()
         array = array.astype(np.int32)
         return array, array, ()
     return _traced_integers(
@@ -171,9 +180,9 @@ def _traced_integers(name, value, *, low, high, ranks, kind, expected):
     """`integers` of a tensor whose value is only known at run time."""
     dtype = _backend.dtype_name(value)
     if "int" not in dtype:
-        raise invalid(name, kind, _echo(value))
+        raise invalid(name, kind, _echo(value, None))
     if len(value.shape) not in ranks:
-        raise invalid(name, _ranks(ranks), _echo(value))
+        raise invalid(name, _ranks(ranks), _echo(value, None))
     if dtype == "int32" and low == POSITION_MIN:
         return value, None, ()
     as_int32 = ops.cast(value, "int32")
@@ -203,13 +212,13 @@ def _known_integers(name, static, value, kind, ranks):
     if array.size == 0:
         array = array.astype(np.int32)  # `positions=[]` for an empty sequence
     if array.dtype == object:
-        integral = all(is_int(v) for v in array.ravel())
+        integral = all(_is_int(v) for v in array.ravel())
     else:
         integral = array.dtype.kind in "iu"  # not timedelta64 ("m")
     if not integral:
-        raise invalid(name, kind, _echo(value))
+        raise invalid(name, kind, _echo(value, static))
     if array.ndim not in ranks:
-        raise invalid(name, _ranks(ranks), _echo(value))
+        raise invalid(name, _ranks(ranks), _echo(value, static))
     return array
 
 
@@ -229,7 +238,7 @@ def size(name, value, *, low):
     are static) it is returned with its run-time checks.
     """
     expected = f"an integer in [{low}, {MAX_LENGTH}]"
-    if is_int(value):
+    if _is_int(value):
         if not low <= value <= MAX_LENGTH:
             raise invalid(name, expected, value)
         return int(value), ()
@@ -242,7 +251,7 @@ def size(name, value, *, low):
             name,
             f"{expected}, known when traced (under `jax.jit`, pass it as a "
             "static argument)",
-            _echo(value),
+            _echo(value, None),
         )
     tensor, known, checks = integers(
         name, value, low=low, ranks=(0,), expected=expected
@@ -265,16 +274,16 @@ def span(start_index, length, *, low, ranks=(0, 1), length_checks=()):
     """
     start, known, checks = integers("start_index", start_index, low=low, ranks=ranks)
     checks += tuple(length_checks)
-    if known is None or is_int(known):
+    if known is None or _is_int(known):
         largest = known
     else:
         largest = int(known.max()) if known.size else low
-    if largest is not None and is_int(length):
+    if largest is not None and _is_int(length):
         if length and largest + length > POSITION_LIMIT:
             raise invalid(
                 "start_index",
                 f"start_index + length <= 2**31 (positions are int32); length={length}",
-                _echo(start_index),
+                _echo(start_index, known),
             )
     elif largest is None or largest > 1:
         checks += (_end_check(start, length),)
@@ -283,7 +292,7 @@ def span(start_index, length, *, low, ranks=(0, 1), length_checks=()):
 
 def _end_check(start, length):
     """``start + length <= 2**31``, written so that no term leaves int32."""
-    if is_int(length):
+    if _is_int(length):
         ok = ops.less_equal(start, (POSITION_LIMIT - 1) - max(length - 1, 0))
     else:
         # A tensor, or a symbolic dimension (jax2tf) made into one.

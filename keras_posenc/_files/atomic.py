@@ -3,7 +3,7 @@
 Why: content written in place is seen half-done by readers and left half-done
 by a kill, and a "rename away, rename in" overwrite leaves no `path` at all if
 killed between the two renames. Here content is staged in a hidden sibling and
-published in one step (`keras_posenc._renames`: `renameat2`, or a swap under
+published in one step (`keras_posenc._files.renames`: `renameat2`, or a swap under
 a lock where it is missing).
 
 Every writer holds an exclusive `flock` on its own lock file for its whole
@@ -30,7 +30,7 @@ import hashlib
 import os
 import re
 
-from keras_posenc import _renames
+from keras_posenc._files import renames as _renames
 
 # Hidden names are `.{stem}.{token}.{role}`: a stem of at most 24 bytes of
 # the name, `~` and 12 hex digits of its SHA-256 (unique to the name), a

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 from keras import ops
 
-from keras_posenc import _arguments, _rope_types
-from keras_posenc._echo import shortened
-from keras_posenc._rope_types import REGISTRY, ROPE_TYPES
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks.echo import shortened
+from keras_posenc._rope import scalings as _rope_types
+from keras_posenc._rope.scalings import REGISTRY, ROPE_TYPES
 
 # Widest rotary dimension, as `depth`: the host-side constants take about
 # a second there (frequencies, then the engine's phase constants).

@@ -1,0 +1,3 @@
+"""Atomic, crash-safe exports: staging, writer locks, recovery, and the
+one-step renames they publish with.
+"""
