@@ -170,6 +170,16 @@ def _axes(ax: Axes | None, width: float = 7.0, height: float = 4.0) -> Axes:
     return ax
 
 
+def _finish(
+    ax: Axes, xlabel: str, ylabel: str, title: str, *, legend: bool = False
+) -> FigureBase:
+    """Labels `ax`, adds its legend if asked, and returns the figure it is on."""
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if legend:
+        ax.legend()
+    return ax.figure
+
+
 def _table64(
     length: int,
     depth: int,
@@ -236,13 +246,13 @@ def heatmap(
     image = ax.imshow(
         table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest"
     )
-    ax.set(
-        xlabel="dimension",
-        ylabel="position",
-        title=f"PE table ({layout}, depth {depth}, base {max_wavelength:g})",
-    )
     ax.figure.colorbar(image, ax=ax, label="value")
-    return ax.figure
+    return _finish(
+        ax,
+        "dimension",
+        "position",
+        f"PE table ({layout}, depth {depth}, base {max_wavelength:g})",
+    )
 
 
 def wavelengths(
@@ -284,13 +294,13 @@ def wavelengths(
     ax.axhline(
         2 * np.pi * max_wavelength, color="gray", linestyle="--", label="2 pi * base"
     )
-    ax.set(
-        xlabel="pair index i (dimensions 2i, 2i+1)",
-        ylabel="wavelength (positions)",
-        title=f"Wavelengths, depth {depth}, base {max_wavelength:g}",
+    return _finish(
+        ax,
+        "pair index i (dimensions 2i, 2i+1)",
+        "wavelength (positions)",
+        f"Wavelengths, depth {depth}, base {max_wavelength:g}",
+        legend=True,
     )
-    ax.legend()
-    return ax.figure
 
 
 def similarity(
@@ -341,12 +351,12 @@ def similarity(
     table = _table64(length, depth, max_wavelength)
     ax = _axes(ax)
     ax.plot(np.arange(length) - origin, table @ table[origin])
-    ax.set(
-        xlabel="distance k",
-        ylabel=f"PE({origin}) . PE({origin} + k)",
-        title="Dot product against distance",
+    return _finish(
+        ax,
+        "distance k",
+        f"PE({origin}) . PE({origin} + k)",
+        "Dot product against distance",
     )
-    return ax.figure
 
 
 def similarity_matrix(
@@ -385,9 +395,8 @@ def similarity_matrix(
     table = _table64(length, depth, max_wavelength)
     ax = _axes(ax, 5.0, 4.0)
     image = ax.imshow(table @ table.T, cmap="viridis", interpolation="nearest")
-    ax.set(xlabel="position q", ylabel="position p", title="PE(p) . PE(q)")
     ax.figure.colorbar(image, ax=ax)
-    return ax.figure
+    return _finish(ax, "position q", "position p", "PE(p) . PE(q)")
 
 
 def check_precision_base(max_wavelength: float, name: str = "max_wavelength") -> float:
@@ -503,13 +512,13 @@ def precision(
     ax.loglog(ends, naive, marker="o", label="naive float32 angle")
     ax.loglog(ends, ours, marker="s", label="keras_posenc")
     ax.axhline(2e-7, color="gray", linestyle=":", label="2e-7 bound")
-    ax.set(
-        xlabel="position",
-        ylabel="max |error| vs float64",
-        title=f"Precision at growing positions (depth {depth})",
+    return _finish(
+        ax,
+        "position",
+        "max |error| vs float64",
+        f"Precision at growing positions (depth {depth})",
+        legend=True,
     )
-    ax.legend()
-    return ax.figure
 
 
 def file_format(path: str | os.PathLike[str], name: str = "path") -> str:
