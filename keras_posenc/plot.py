@@ -180,26 +180,15 @@ def _finish(
     return ax.figure
 
 
-def _table64(
-    length: int,
-    depth: int,
-    max_wavelength: float,
-    layout: str = "interleaved",
-    start_index: int = 0,
-) -> np.ndarray:
+def _table64(length: int, depth: int, **options: Any) -> np.ndarray:
+    """`sinusoidal_table(length, depth, **options)` as a float64 array."""
     # Keras is imported on first draw, not with this module, so that the
     # command line checks its arguments without waiting for it.
     from keras import ops
 
     from keras_posenc.tables import sinusoidal_table
 
-    table = sinusoidal_table(
-        length,
-        depth,
-        max_wavelength=max_wavelength,
-        start_index=start_index,
-        layout=layout,
-    )
+    table = sinusoidal_table(length, depth, **options)
     return ops.convert_to_numpy(table).astype(np.float64)
 
 
@@ -241,7 +230,7 @@ def heatmap(
     length, depth = check_size("heatmap", length, depth)
     layout = _arguments.check_choice("layout", layout, _options.LAYOUTS)
     max_wavelength = _arguments.check_wavelength(max_wavelength)
-    table = _table64(length, depth, max_wavelength, layout)
+    table = _table64(length, depth, max_wavelength=max_wavelength, layout=layout)
     ax = _axes(ax)
     image = ax.imshow(
         table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest"
@@ -348,7 +337,7 @@ def similarity(
     )
     if origin >= length:
         raise _arguments.invalid("origin", f"a position < length ({length})", origin)
-    table = _table64(length, depth, max_wavelength)
+    table = _table64(length, depth, max_wavelength=max_wavelength)
     ax = _axes(ax)
     ax.plot(np.arange(length) - origin, table @ table[origin])
     return _finish(
@@ -392,7 +381,7 @@ def similarity_matrix(
     """
     length, depth = check_size("similarity_matrix", length, depth)
     max_wavelength = _arguments.check_wavelength(max_wavelength)
-    table = _table64(length, depth, max_wavelength)
+    table = _table64(length, depth, max_wavelength=max_wavelength)
     ax = _axes(ax, 5.0, 4.0)
     image = ax.imshow(table @ table.T, cmap="viridis", interpolation="nearest")
     ax.figure.colorbar(image, ax=ax)
@@ -502,7 +491,10 @@ def precision(
         positions = np.arange(max(0, end - window), end)
         exact = _reference.sinusoidal_float64(positions, depth, max_wavelength)
         table = _table64(
-            len(positions), depth, max_wavelength, "interleaved", int(positions[0])
+            len(positions),
+            depth,
+            max_wavelength=max_wavelength,
+            start_index=int(positions[0]),
         )
         usual = _reference.naive_float32(positions, depth, max_wavelength)
         ends.append(end)
