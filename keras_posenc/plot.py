@@ -172,26 +172,25 @@ def _axes(ax: Axes | None, width: float = 7.0, height: float = 4.0) -> Axes:
     return ax
 
 
-def _table64(
-    length: int,
-    depth: int,
-    max_wavelength: float,
-    layout: str = "interleaved",
-    start_index: int = 0,
-) -> np.ndarray:
+def _finish(
+    ax: Axes, xlabel: str, ylabel: str, title: str, *, legend: bool = False
+) -> FigureBase:
+    """Labels `ax`, adds its legend if asked, and returns the figure it is on."""
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if legend:
+        ax.legend()
+    return ax.figure
+
+
+def _table64(length: int, depth: int, **options: Any) -> np.ndarray:
+    """`sinusoidal_table(length, depth, **options)` as a float64 array."""
     # Keras is imported on first draw, not with this module, so that the
     # command line checks its arguments without waiting for it.
     from keras import ops
 
     from keras_posenc.tables import sinusoidal_table
 
-    table = sinusoidal_table(
-        length,
-        depth,
-        max_wavelength=max_wavelength,
-        start_index=start_index,
-        layout=layout,
-    )
+    table = sinusoidal_table(length, depth, **options)
     return ops.convert_to_numpy(table).astype(np.float64)
 
 
@@ -233,18 +232,18 @@ def heatmap(
     length, depth = check_size("heatmap", length, depth)
     layout = _arguments.check_choice("layout", layout, _options.LAYOUTS)
     max_wavelength = _arguments.check_wavelength(max_wavelength)
-    table = _table64(length, depth, max_wavelength, layout)
+    table = _table64(length, depth, max_wavelength=max_wavelength, layout=layout)
     ax = _axes(ax)
     image = ax.imshow(
         table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1, interpolation="nearest"
     )
-    ax.set(
-        xlabel="dimension",
-        ylabel="position",
-        title=f"PE table ({layout}, depth {depth}, base {max_wavelength:g})",
-    )
     ax.figure.colorbar(image, ax=ax, label="value")
-    return ax.figure
+    return _finish(
+        ax,
+        "dimension",
+        "position",
+        f"PE table ({layout}, depth {depth}, base {max_wavelength:g})",
+    )
 
 
 def wavelengths(
@@ -286,13 +285,13 @@ def wavelengths(
     ax.axhline(
         2 * np.pi * max_wavelength, color="gray", linestyle="--", label="2 pi * base"
     )
-    ax.set(
-        xlabel="pair index i (dimensions 2i, 2i+1)",
-        ylabel="wavelength (positions)",
-        title=f"Wavelengths, depth {depth}, base {max_wavelength:g}",
+    return _finish(
+        ax,
+        "pair index i (dimensions 2i, 2i+1)",
+        "wavelength (positions)",
+        f"Wavelengths, depth {depth}, base {max_wavelength:g}",
+        legend=True,
     )
-    ax.legend()
-    return ax.figure
 
 
 def similarity(
@@ -340,15 +339,15 @@ def similarity(
     )
     if origin >= length:
         raise _arguments.invalid("origin", f"a position < length ({length})", origin)
-    table = _table64(length, depth, max_wavelength)
+    table = _table64(length, depth, max_wavelength=max_wavelength)
     ax = _axes(ax)
     ax.plot(np.arange(length) - origin, table @ table[origin])
-    ax.set(
-        xlabel="distance k",
-        ylabel=f"PE({origin}) . PE({origin} + k)",
-        title="Dot product against distance",
+    return _finish(
+        ax,
+        "distance k",
+        f"PE({origin}) . PE({origin} + k)",
+        "Dot product against distance",
     )
-    return ax.figure
 
 
 def similarity_matrix(
@@ -384,12 +383,11 @@ def similarity_matrix(
     """
     length, depth = check_size("similarity_matrix", length, depth)
     max_wavelength = _arguments.check_wavelength(max_wavelength)
-    table = _table64(length, depth, max_wavelength)
+    table = _table64(length, depth, max_wavelength=max_wavelength)
     ax = _axes(ax, 5.0, 4.0)
     image = ax.imshow(table @ table.T, cmap="viridis", interpolation="nearest")
-    ax.set(xlabel="position q", ylabel="position p", title="PE(p) . PE(q)")
     ax.figure.colorbar(image, ax=ax)
-    return ax.figure
+    return _finish(ax, "position q", "position p", "PE(p) . PE(q)")
 
 
 def check_precision_base(max_wavelength: float, name: str = "max_wavelength") -> float:
@@ -495,7 +493,10 @@ def precision(
         positions = np.arange(max(0, end - window), end)
         exact = _reference.sinusoidal_float64(positions, depth, max_wavelength)
         table = _table64(
-            len(positions), depth, max_wavelength, "interleaved", int(positions[0])
+            len(positions),
+            depth,
+            max_wavelength=max_wavelength,
+            start_index=int(positions[0]),
         )
         usual = _reference.naive_float32(positions, depth, max_wavelength)
         ends.append(end)
@@ -505,13 +506,13 @@ def precision(
     ax.loglog(ends, naive, marker="o", label="naive float32 angle")
     ax.loglog(ends, ours, marker="s", label="keras_posenc")
     ax.axhline(2e-7, color="gray", linestyle=":", label="2e-7 bound")
-    ax.set(
-        xlabel="position",
-        ylabel="max |error| vs float64",
-        title=f"Precision at growing positions (depth {depth})",
+    return _finish(
+        ax,
+        "position",
+        "max |error| vs float64",
+        f"Precision at growing positions (depth {depth})",
+        legend=True,
     )
-    ax.legend()
-    return ax.figure
 
 
 def file_format(path: str | os.PathLike[str], name: str = "path") -> str:

@@ -116,6 +116,59 @@ def test_subplots_composes_every_plot_into_one_figure():
     assert all(ax.get_images() or ax.get_lines() for ax in axes)
 
 
+@pytest.mark.parametrize(
+    "name, kwargs, labels, legend",
+    [
+        (
+            "heatmap",
+            {"length": 8, "depth": 4, "layout": "concatenated", "max_wavelength": 500},
+            ("dimension", "position", "PE table (concatenated, depth 4, base 500)"),
+            False,
+        ),
+        (
+            "wavelengths",
+            {"depth": 8, "max_wavelength": 500.0},
+            (
+                "pair index i (dimensions 2i, 2i+1)",
+                "wavelength (positions)",
+                "Wavelengths, depth 8, base 500",
+            ),
+            True,
+        ),
+        (
+            "similarity",
+            {"length": 8, "depth": 4, "origin": 3},
+            ("distance k", "PE(3) . PE(3 + k)", "Dot product against distance"),
+            False,
+        ),
+        (
+            "similarity_matrix",
+            {"length": 8, "depth": 4},
+            ("position q", "position p", "PE(p) . PE(q)"),
+            False,
+        ),
+        (
+            "precision",
+            {"depth": 4, "exponents": [4], "window": 4},
+            (
+                "position",
+                "max |error| vs float64",
+                "Precision at growing positions (depth 4)",
+            ),
+            True,
+        ),
+    ],
+)
+def test_each_plot_labels_its_axes_and_explains_its_reference_lines(
+    name, kwargs, labels, legend
+):
+    # x label, y label and title say what is drawn; the two plots with
+    # reference lines (2 pi, the 2e-7 bound) name them in a legend.
+    ax = getattr(plot, name)(**kwargs).axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == labels
+    assert (ax.get_legend() is not None) is legend
+
+
 # -- arguments and sizes --------------------------------------------------------
 
 
