@@ -99,6 +99,16 @@ def usable_cores():
     return os.cpu_count()
 
 
+def argument_parser(doc, name):
+    """A benchmark's parser: its docstring's first line, no abbreviated
+    options (one could stand for a driver option), and the backend options."""
+    parser = argparse.ArgumentParser(
+        description=doc.splitlines()[0], allow_abbrev=False
+    )
+    add_backend_arguments(parser, name)
+    return parser
+
+
 def add_backend_arguments(parser, name):
     """`--backend`, `--all-backends` and `--json` for the benchmark `name`."""
     group = parser.add_mutually_exclusive_group()

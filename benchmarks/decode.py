@@ -26,7 +26,6 @@ warm-up, and the table shows the median per call, min-max, and the ratio to
 the floor and to keras-hub measured in the same run.
 """
 
-import argparse
 import itertools
 import sys
 
@@ -206,8 +205,7 @@ def merged_markdown(sections):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    _common.add_backend_arguments(parser, NAME)
+    parser = _common.argument_parser(__doc__, NAME)
     parser.add_argument("--reps", type=int, default=31)
     parser.add_argument("--steps", type=int, default=64, help="calls per repetition")
     parser.add_argument("--smoke", action="store_true", help="3 repetitions of 4")

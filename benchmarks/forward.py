@@ -444,8 +444,7 @@ def run(shapes, reps, memory, smoke):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    _common.add_backend_arguments(parser, NAME)
+    parser = _common.argument_parser(__doc__, NAME)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument(
         "--smoke",

@@ -35,7 +35,6 @@ Both: `decode_step` `[32, 1, 1024]` eager at 4095 and on: a plain Keras
 layer adding a precomputed row, ours, keras-hub.
 """
 
-import argparse
 import itertools
 import sys
 import time
@@ -360,8 +359,7 @@ def goals(sections):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    _common.add_backend_arguments(parser, NAME)
+    parser = _common.argument_parser(__doc__, NAME)
     parser.add_argument("--reps", type=int, default=51)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, 3 reps")
     args = parser.parse_args(argv)

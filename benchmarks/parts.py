@@ -29,7 +29,6 @@ one, and so do the rows' small kernels. The section records the cores
 the run had (`usable_cores`).
 """
 
-import argparse
 import sys
 
 from benchmarks import _common
@@ -170,10 +169,7 @@ def budget_line(backend, section):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], allow_abbrev=False
-    )
-    _common.add_backend_arguments(parser, NAME)
+    parser = _common.argument_parser(__doc__, NAME)
     parser.add_argument("--reps", type=int, default=101)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes, one rep")
     _common.add_one_core_argument(parser)

@@ -15,7 +15,6 @@ below 2**24. `--exhaustive` also checks every position below 2**24 at
 depth 64 (a few minutes).
 """
 
-import argparse
 import sys
 
 from benchmarks import _common
@@ -160,8 +159,7 @@ def run(depth, window, with_exhaustive):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    _common.add_backend_arguments(parser, NAME)
+    parser = _common.argument_parser(__doc__, NAME)
     parser.add_argument("--depth", type=int, default=512)
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--smoke", action="store_true", help="depth 16, window 32")

@@ -34,7 +34,6 @@ float32 `inv_freq`); and positions rounded to bfloat16 first (keras-hub
 frequencies, exact to 2e-9 at these positions.
 """
 
-import argparse
 import contextlib
 import itertools
 import sys
@@ -308,10 +307,7 @@ def parse_shape(text):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], allow_abbrev=False
-    )
-    _common.add_backend_arguments(parser, NAME)
+    parser = _common.argument_parser(__doc__, NAME)
     parser.add_argument("--reps", type=int, default=21)
     parser.add_argument(
         "--smoke", action="store_true", help="tiny shape, one repetition"

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _helpers import BACKEND
+from _helpers import BACKEND, LLAMA3
 
 import keras_posenc
 
@@ -30,18 +30,7 @@ def _cases():
         "sinusoidal alone": (sinusoidal(merge=None), x),
         "rope": (rotary(max_wavelength=500000.0), q),
         "rope lookup": (rotary(mode="lookup", max_length=64), q),
-        "rope llama3": (
-            rotary(
-                rope_scaling={
-                    "rope_type": "llama3",
-                    "factor": 8.0,
-                    "low_freq_factor": 1.0,
-                    "high_freq_factor": 4.0,
-                    "original_max_position_embeddings": 8192,
-                }
-            ),
-            q,
-        ),
+        "rope llama3": (rotary(rope_scaling=LLAMA3), q),
     }
 
 

@@ -110,22 +110,30 @@ def check_floating_dtype(value, name="dtype"):
     return dtype
 
 
+def bytes_from_environment(variable, default):
+    """A number of bytes from environment `variable` (unset or empty: `default`).
+
+    Raises a `ValueError` naming the variable unless it is a non-negative
+    integer.
+    """
+    setting = os.environ.get(variable, "").strip()
+    if not setting:
+        return default
+    try:
+        value = int(setting)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"The environment variable {variable} must be a non-negative "
+            f"number of bytes. Received: {variable}={setting!r}"
+        )
+    return value
+
+
 def max_table_bytes():
     """The lookup-table limit: `KERAS_POSENC_MAX_TABLE_BYTES`, else 1 GiB."""
-    setting = os.environ.get(TABLE_BYTES_VARIABLE, "").strip()
-    if not setting:
-        return DEFAULT_MAX_TABLE_BYTES
-    try:
-        limit = int(setting)
-    except ValueError:
-        limit = -1
-    if limit < 0:
-        raise ValueError(
-            f"The environment variable {TABLE_BYTES_VARIABLE} must be a "
-            f"non-negative number of bytes. Received: {TABLE_BYTES_VARIABLE}="
-            f"{setting!r}"
-        )
-    return limit
+    return bytes_from_environment(TABLE_BYTES_VARIABLE, DEFAULT_MAX_TABLE_BYTES)
 
 
 def check_table_bytes(max_length, width, name="max_length"):

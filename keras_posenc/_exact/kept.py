@@ -9,10 +9,11 @@ says what the store guarantees.
 
 import collections
 import dataclasses
-import os
 import threading
 import weakref
 from typing import Any
+
+from keras_posenc._checks.arguments import bytes_from_environment
 
 BUDGET_VARIABLE = "KERAS_POSENC_CACHE_BYTES"
 DEFAULT_BUDGET = 64 * 2**20
@@ -35,22 +36,6 @@ class CacheInfo:
     budget: int
     hits: int
     misses: int
-
-
-def _budget_from_environment():
-    setting = os.environ.get(BUDGET_VARIABLE, "").strip()
-    if not setting:
-        return DEFAULT_BUDGET
-    try:
-        budget = int(setting)
-    except ValueError:
-        budget = -1
-    if budget < 0:
-        raise ValueError(
-            f"The environment variable {BUDGET_VARIABLE} must be a non-negative "
-            f"number of bytes. Received: {BUDGET_VARIABLE}={setting!r}"
-        )
-    return budget
 
 
 class _Store:
@@ -114,7 +99,7 @@ class _Store:
             )
 
 
-STORE = _Store(_budget_from_environment())
+STORE = _Store(bytes_from_environment(BUDGET_VARIABLE, DEFAULT_BUDGET))
 
 
 class Slot:
