@@ -21,6 +21,7 @@ __version__ = "0.3.0"
 
 # Public name -> the module that defines it.
 _PUBLIC = {
+    "CacheInfo": "keras_posenc.cache",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
     "apply_rotary": "keras_posenc.rotary",
@@ -36,6 +37,7 @@ _PUBLIC = {
 }
 
 __all__ = [
+    "CacheInfo",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
     "__version__",
@@ -52,7 +54,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from keras_posenc.cache import cache_info, clear_cache, set_cache_budget
+    from keras_posenc.cache import (
+        CacheInfo,
+        cache_info,
+        clear_cache,
+        set_cache_budget,
+    )
     from keras_posenc.export import export_encoder, export_saved_model
     from keras_posenc.layer import SinusoidalPositionEncoding
     from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin

@@ -57,8 +57,10 @@ def cache_info() -> CacheInfo:
 def clear_cache() -> None:
     """Releases every row the package keeps between eager calls.
 
-    Later calls compute their rows again (the same bits) and keep them
-    within the budget. Hits and misses start again from zero.
+    The exact encodings (Vaswani et al., 2017,
+    https://arxiv.org/abs/1706.03762; RoPE) compute their rows again at the
+    next calls (the same bits) and keep them within the budget. Hits and
+    misses start again from zero.
 
     Example:
 
@@ -72,7 +74,9 @@ def clear_cache() -> None:
 def set_cache_budget(nbytes: int) -> int:
     """Sets the most bytes of rows kept between eager calls; returns the old one.
 
-    The budget covers everything kept, for every layer and configuration
+    The rows of the exact encodings (Vaswani et al., 2017,
+    https://arxiv.org/abs/1706.03762; RoPE) kept for decoding steps and
+    prompts. The budget covers everything kept, for every layer and configuration
     together; the least recently used rows are evicted first. `0` keeps
     nothing: every eager call computes its rows (decoding steps cost an
     engine run each). The default is 64 MiB, or `KERAS_POSENC_CACHE_BYTES`
@@ -92,9 +96,7 @@ def set_cache_budget(nbytes: int) -> int:
     >>> _ = keras_posenc.set_cache_budget(old)
     """
     nbytes = _arguments.check_non_negative_int("nbytes", nbytes)
-    old = STORE.info().budget
-    STORE.set_budget(nbytes)
-    return old
+    return STORE.set_budget(nbytes)
 
 
 __all__ = [

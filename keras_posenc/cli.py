@@ -5,8 +5,8 @@ disk, TensorFlow running out of memory), ends the same way: one line
 ``keras-posenc <command>: error: <what>`` on stderr and exit status 1,
 never a traceback; Ctrl-C gives one line and status 130. Paths and sizes
 are checked before anything is trained, drawn or allocated. The parser
-is `_cli_parser`, the process handling (quiet imports, Ctrl-C)
-`_cli_process`; this module holds the commands.
+is `_cli.parser`, the process handling (quiet imports, Ctrl-C)
+`_cli.process`; this module holds the commands.
 """
 
 import argparse

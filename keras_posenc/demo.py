@@ -16,7 +16,7 @@ reload check then compares the torch model with that export. Without
 TensorFlow installed (a JAX-only or torch-only install) no SavedModel can
 be written: the demo says so, and the reload check loads `model.keras` in
 a fresh process on the same backend instead. The output
-directory is written atomically (`_files.atomic_directory`, marked by its
+directory is written atomically (`_files.atomic.atomic_directory`, marked by its
 `report.json`), and its location is claimed before training starts, so an
 unwritable `out_dir` fails at once.
 """

@@ -3,7 +3,7 @@
 A SavedModel written here holds TensorFlow ops only (on JAX, the jax2tf
 lowering of the same engine): it loads with `tf.saved_model.load`,
 `keras.layers.TFSMLayer` or TF Serving where keras_posenc is not installed.
-Both writers are atomic (`_files.atomic_directory`): the export is staged
+Both writers are atomic (`_files.atomic.atomic_directory`): the export is staged
 in a sibling directory and published with one rename, an existing path is
 replaced only with `overwrite=True` and only if it is a SavedModel.
 """
@@ -30,7 +30,7 @@ def _warnings_and_above(record):
 
 @contextlib.contextmanager
 def _staged_export(path, overwrite):
-    """`_files.atomic_directory`, with TensorFlow's INFO log lines held back.
+    """`_files.atomic.atomic_directory`, with TensorFlow's INFO log lines held back.
 
     In an interactive session (a notebook) TensorFlow logs at INFO, and a
     SavedModel write logs "Assets written to: <the hidden staging

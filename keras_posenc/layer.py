@@ -147,7 +147,7 @@ class SinusoidalPositionEncoding(PositionLayer):
         for name, value in options.to_config().items():
             setattr(self, name, value)
         self.supports_masking = True
-        self._rows: Any = None  # a row source (`_rows`), made by `build`
+        self._rows: Any = None  # a row source (`_exact.rows`), made by `build`
 
     def _layout(self, input_shape):
         shape = None if input_shape is None else tuple(input_shape)

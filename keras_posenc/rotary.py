@@ -170,7 +170,9 @@ class RotaryEmbedding(PositionLayer):
             `"lookup"` builds the cos/sin of positions `[0, max_length)`
             once in `build` (as serving engines keep a cos/sin cache) and
             reads them with the call's start, also a run-time one (a
-            dynamic slice): the cheapest path, the same bits. Multimodal
+            dynamic slice): the cheapest path, with compute mode's bits
+            (under XLA with a run-time start, XLA may round the rotation's
+            multiply-adds otherwise: within 2 ulp). Multimodal
             (`[3, batch, length]`) positions are computed. Defaults to
             `"compute"`.
         max_length: int. Positions of the lookup table; required with
@@ -180,8 +182,9 @@ class RotaryEmbedding(PositionLayer):
         out_of_range: what `"lookup"` mode does with a position outside
             `[0, max_length)`: `"error"` raises (eagerly, at trace time
             when static, as a graph assertion otherwise; under XLA or
-            `jax.jit` the outputs are NaN instead) and `"extend"` computes
-            the exact values. Defaults to `"error"`.
+            `jax.jit` the outputs are NaN instead: the whole span when a
+            run-time start leaves the table) and `"extend"` computes the
+            exact values, negative positions too. Defaults to `"error"`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -357,7 +360,10 @@ class RotaryEmbedding(PositionLayer):
         """`x` (features last, sequence axis `seq`) rotated at its positions."""
         config, features = self.rope_config, x.shape[-1]
         rotation, rows = self._rotation, self._rotation.rows(dim)
-        low = _arguments.POSITION_MIN  # RoPE is defined for negative positions
+        # RoPE is defined for negative positions; a table that refuses what
+        # it lacks starts at 0, as the sinusoidal layer's does.
+        refuses = self.mode == "lookup" and self.out_of_range == "error"
+        low = 0 if refuses else _arguments.POSITION_MIN
         sections = config.channel_rows(dim)
         lookup = rotation.table if self.mode == "lookup" else None
         if sections is not None and _rotary_inputs.is_multimodal(positions):
@@ -366,9 +372,10 @@ class RotaryEmbedding(PositionLayer):
         else:
             parsed = _positions.in_call(x, seq, start_index, positions, low=low)
             step = self._step(parsed, rows)
-            if step is not None:
-                trailing = len(x.shape) - seq - 2
-                tables = rotation.steps(dim, trailing)
+            tables = (
+                None if step is None else rotation.steps(dim, len(x.shape) - seq - 2)
+            )
+            if tables is not None and tables.fits():  # else computed, not kept
                 return rotation.step_rotation(dim, features)(x, *tables(*step))
             table = (lookup or rows)(parsed)
         rotate = rotation.rotation(

@@ -3,7 +3,7 @@
 Vaswani et al., "Attention Is All You Need" (2017), section 3.5,
 https://arxiv.org/abs/1706.03762: ``PE(p, 2i) = sin(p * w_i)``,
 ``PE(p, 2i + 1) = cos(p * w_i)``, ``w_i = max_wavelength ** (-2i / depth)``.
-The values come from the exact engine (`_engine.py`): within 2e-7 of the
+The values come from the exact engine (`_exact/engine.py`): within 2e-7 of the
 exact ones at every position in ``[-2**31, 2**31)``.
 """
 

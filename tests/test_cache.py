@@ -318,3 +318,107 @@ def test_a_lookup_table_built_in_inference_mode_serves_autograd_calls():
     x = torch.ones((1, 8, DEPTH), requires_grad=True)
     layer(x, start_index=2).sum().backward()
     assert x.grad is not None
+
+
+# -- several sessions, function calls, honest sizes, devices -------------------
+
+
+@pytest.mark.parametrize("rotary", [False, True], ids=["sinusoidal", "rope"])
+def test_two_sessions_decoding_at_once_keep_their_own_blocks(rotary):
+    # A server alternating two requests (positions 100 and 1000 apart):
+    # each keeps its block, so steps hit instead of evicting each other.
+    if rotary:
+        layer, shape = keras_posenc.RotaryEmbedding(), (1, 1, 2, 16)
+    else:
+        layer, shape = _alone(), (1, 1, DEPTH)
+    x = np.ones(shape, "float32")
+    for t in range(2):  # the first step of each session computes
+        layer(x, start_index=100 + t)
+        layer(x, start_index=1000 + t)
+    before = keras_posenc.cache_info()
+    for t in range(2, 40):
+        layer(x, start_index=100 + t)
+        layer(x, start_index=1000 + t)
+    after = keras_posenc.cache_info()
+    assert after.misses == before.misses
+    assert after.hits - before.hits >= 76
+
+
+def test_a_function_call_does_not_keep_the_rows_of_layers_that_are_gone():
+    # sinusoidal_table keeps its own span (pinned, within the budget); the
+    # layer's rows still go with the layer.
+    keras_posenc.sinusoidal_table(100, DEPTH, start_index=5000)
+    layer = _alone()
+    layer(_zeros(100), start_index=0)
+    assert keras_posenc.cache_info().entries == 2
+    del layer
+    gc.collect()
+    assert keras_posenc.cache_info().entries == 1
+
+
+def test_rotary_cos_sin_keeps_nothing_and_holds_no_layer_rows():
+    keras_posenc.rotary_cos_sin(np.arange(16), 16)
+    layer = keras_posenc.RotaryEmbedding()
+    layer(np.ones((1, 100, 2, 16), "float32"))
+    del layer
+    gc.collect()
+    assert keras_posenc.cache_info().entries == 0
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="split steps are copies on TF, JAX")
+def test_rope_steps_that_do_not_fit_are_computed_not_rebuilt_per_step():
+    # A budget that holds the encoder's step block but not the step tables'
+    # cos, sin and their copies: steps read the encoder's kept rows (hits)
+    # instead of rebuilding and dropping step tables at every step.
+    from keras_posenc import _backend
+
+    layer = keras_posenc.RotaryEmbedding()
+    x = np.ones((1, 1, 2, 64), "float32")
+    # The encoder's 512 rows and their split copies, with their arrays.
+    encoder_block = 2 * 4 * 512 * 64 + _backend.ARRAY_OVERHEAD * 513
+    keras_posenc.set_cache_budget(encoder_block + 1000)
+    layer(x, start_index=0)
+    before = keras_posenc.cache_info()
+    for t in range(1, 30):
+        layer(x, start_index=t)
+    after = keras_posenc.cache_info()
+    assert after.entries == 1 and after.misses == before.misses
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX arrays can be deleted")
+def test_deleting_a_jax_result_does_not_delete_a_kept_row():
+    # A one-row table used to be the kept row itself; deleting (or donating)
+    # it broke every later call at that position.
+    row = keras_posenc.sinusoidal_table(1, DEPTH, start_index=40)
+    row.delete()
+    again = keras_posenc.sinusoidal_table(1, DEPTH, start_index=40)
+    np.testing.assert_allclose(to_numpy(again), reference([40], DEPTH), atol=TOL)
+
+
+@only_torch
+def test_kept_rows_are_counted_as_the_memory_they_hold():
+    # A kept prompt is a copy, not a view of the larger computed table, so
+    # its storage is what the budget counts (plus the array's own cost).
+    layer = _alone()
+    layer(_zeros(1000), start_index=7)
+    info = keras_posenc.cache_info()
+    (entry,) = cache.STORE._entries.values()
+    rows = entry[0][1]
+    assert rows.untyped_storage().nbytes() == rows.numel() * 4
+    assert info.nbytes >= rows.untyped_storage().nbytes()
+
+
+@only_torch
+def test_rows_made_on_one_device_are_not_served_on_another():
+    # Constants and kept rows are per device: a layer first used on the
+    # `meta` device (no values) still gives exact rows on the CPU.
+    import keras
+    import torch
+
+    with keras.device("meta"):
+        _alone()(torch.zeros((1, 4, DEPTH), device="meta"), start_index=3)
+    out = _alone()(_zeros(4), start_index=3)
+    assert out.device.type == "cpu"
+    np.testing.assert_allclose(
+        to_numpy(out)[0], reference(3 + np.arange(4), DEPTH), atol=TOL
+    )

@@ -1022,3 +1022,17 @@ def test_a_built_layer_refuses_inputs_of_another_width(merge):
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         layer(np.zeros((1, 3, 8), "float32"))
+
+
+def test_a_lookup_table_that_extends_computes_negative_positions():
+    # out_of_range="extend" computes what the table lacks, below 0 too (as
+    # the rotary layer's does); "error" refuses it by name.
+    extend = SinusoidalPositionEncoding(
+        mode="lookup", max_length=16, out_of_range="extend", merge=None
+    )
+    rows = to_numpy(extend(np.zeros((1, 4, 8), "float32"), start_index=-2))[0]
+    np.testing.assert_allclose(rows, reference(np.arange(-2, 2), 8), atol=TOL)
+    with pytest.raises(ValueError, match=r"`start_index`, expected positions in \[0"):
+        SinusoidalPositionEncoding(mode="lookup", max_length=16)(
+            np.zeros((1, 4, 8), "float32"), start_index=-2
+        )

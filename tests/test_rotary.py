@@ -1040,10 +1040,9 @@ def test_lookup_mode_decoding_steps_give_the_full_call_bits():
     "kwargs, position",
     [
         ({"start_index": 250}, 257),
-        ({"start_index": -1}, -1),
         ({"positions": np.array([3, 300, 1, 2, 4, 5, 6, 7])}, 300),
     ],
-    ids=["past-the-end", "negative", "positions"],
+    ids=["past-the-end", "positions"],
 )
 def test_lookup_mode_refuses_positions_outside_the_table(kwargs, position):
     message = (
@@ -1053,6 +1052,15 @@ def test_lookup_mode_refuses_positions_outside_the_table(kwargs, position):
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         RotaryEmbedding(**LOOKUP)(_x((1, 8, 16)), **kwargs)
+
+
+def test_lookup_mode_refuses_negative_positions_as_the_sinusoidal_layer_does():
+    message = (
+        "Received an invalid value for `start_index`, expected positions in "
+        "[0, 2**31) (int32). Received: start_index=-1"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RotaryEmbedding(**LOOKUP)(_x((1, 8, 16)), start_index=-1)
 
 
 def test_lookup_mode_extends_with_the_exact_rotation():

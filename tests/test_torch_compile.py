@@ -30,6 +30,14 @@ def _cases():
         "sinusoidal alone": (sinusoidal(merge=None), x),
         "rope": (rotary(max_wavelength=500000.0), q),
         "rope lookup": (rotary(mode="lookup", max_length=64), q),
+        "rope extend": (
+            rotary(mode="lookup", max_length=64, out_of_range="extend"),
+            q,
+        ),
+        "sinusoidal extend": (
+            sinusoidal(mode="lookup", max_length=64, out_of_range="extend"),
+            x,
+        ),
         "rope llama3": (rotary(rope_scaling=LLAMA3), q),
     }
 
@@ -37,6 +45,8 @@ def _cases():
 CASES = [
     "sinusoidal",
     "sinusoidal lookup",
+    "sinusoidal extend",
+    "rope extend",
     "sinusoidal alone",
     "rope",
     "rope lookup",
@@ -77,7 +87,8 @@ def test_a_built_layer_traces_as_one_graph(case, how):
 
 @pytest.mark.parametrize("how", ["tensor", "positions"])
 @pytest.mark.parametrize(
-    "case", ["sinusoidal", "sinusoidal lookup", "rope", "rope lookup"]
+    "case",
+    ["sinusoidal", "sinusoidal lookup", "rope", "rope lookup", "rope extend"],
 )
 def test_compiled_equals_eager_bit_for_bit_and_a_new_start_does_not_recompile(
     case, how
@@ -160,3 +171,18 @@ def test_nothing_is_kept_from_inside_torch_compile():
     out = torch.compile(lambda x: layer(x, start_index=5), backend="eager")(x)
     assert keras_posenc.cache_info().entries == 0
     np.testing.assert_array_equal(out.numpy(), layer(x, start_index=5).numpy())
+
+
+@pytest.mark.parametrize("case", ["sinusoidal extend", "rope extend"])
+def test_compiled_extend_past_the_table_equals_eager(case):
+    # Under torch.compile a run-time start past the table takes the computed
+    # rows (both are computed, one selected: no data-dependent branch).
+    import torch
+
+    layer, x = _cases()[case]
+    layer(x)
+    compiled = torch.compile(lambda x, s: layer(x, start_index=s), fullgraph=True)
+    for start in (10, 60, 1000):
+        got = compiled(x, torch.tensor(start))
+        want = layer(x, start_index=start)
+        assert got.numpy().tobytes() == want.numpy().tobytes()

@@ -4,7 +4,7 @@ Every check is a verb that returns the normalised value or raises
 ``Received an invalid value for `name`, expected ... Received: name=value``,
 as Keras's own layers do, so a bad argument is refused where it is given
 (constructor, then `build`), before any work. Tensors and positions are
-parsed in `_positions`.
+parsed in `_checks.positions`.
 """
 
 import math

@@ -119,8 +119,11 @@ class SinusoidalOptions:
 
     @property
     def lowest_position(self):
-        """Compute mode encodes any int32 position; a table starts at 0."""
-        return _arguments.POSITION_MIN if self.mode == "compute" else 0
+        """Compute mode, and a table that extends, encode any int32 position;
+        a table that refuses what it lacks starts at 0."""
+        if self.mode == "compute" or self.out_of_range == "extend":
+            return _arguments.POSITION_MIN
+        return 0
 
     def input_layout(self, shape):
         """``(depth, sequence axis)`` for inputs of `shape` (a tuple).

@@ -247,19 +247,39 @@ class Encoder:
     """
 
     def __init__(self, consts: PhaseConstants):
-        self.consts = consts = EngineConstants.of(consts)
-        # (base, rows, steps) of the block that `block` last computed.
+        self._host = consts
+        # The blocks of rows `block` keeps: a prompt, decoding steps.
         self.slot = kept.Slot(self)
+        if _backend.NAME == "torch":
+            # Tensors live on one device: one set of constants per device.
+            # Made now, on the host: a compiled call only reads them.
+            self._on_device = {_backend.device_key(): EngineConstants.of(consts)}
+            self._range = lambda start, length: range_rows(self.consts, start, length)
+            self._positions = lambda positions: position_rows(self.consts, positions)
+            return
+        numpy_consts = EngineConstants.of(consts)
+        self._on_device = {None: numpy_consts}
         self._range = _backend.compile_function(
-            functools.partial(range_rows, consts), static_argnums=(1,)
+            functools.partial(range_rows, numpy_consts), static_argnums=(1,)
         )
         self._positions = _backend.compile_function(
-            functools.partial(position_rows, consts)
+            functools.partial(position_rows, numpy_consts)
         )
 
     @property
+    def consts(self):
+        """The `EngineConstants` of the device Keras uses now."""
+        device = _backend.device_key()
+        consts = self._on_device.get(device)
+        if consts is None:
+            consts = self._on_device[device] = _backend.host_work(EngineConstants.of)(
+                self._host
+            )
+        return consts
+
+    @property
     def width(self):
-        return self.consts.width
+        return self._host.width
 
     @property
     def step_rows(self):
@@ -293,7 +313,7 @@ class Encoder:
             return self._range(start, length_bucket(length))[:length]
         return self._range(start, length)
 
-    def block(self, first, end):
+    def block(self, first, end, pinned=False):
         """``(base, rows, steps)``: kept rows from `base`, covering ``[first, end)``.
 
         For eager calls at known positions (never inside a trace: the rows
@@ -304,23 +324,41 @@ class Encoder:
         with the bits of `rows`, without running the engine; `steps` holds
         them one by one (``[1, C]`` each, split in one op), so a
         one-position step costs no op at all (a TF eager slice costs more
-        than a plain Keras layer's whole call). A longer span (a prompt,
-        which every layer of a model asks for in turn) is kept the same
-        way, from ``64 * floor(first / 64)``, with `steps` empty; see
-        `keeps`. Callers hand the rows out through `_backend.owned`.
+        than a plain Keras layer's whole call). Several sessions decoding
+        at once each keep their block (one per base). A longer span (a
+        prompt, which every layer of a model asks for in turn) is kept the
+        same way, from ``64 * floor(first / 64)``, with `steps` empty; see
+        `keeps`. `pinned` (function calls) keeps a new block when no layer
+        uses this encoder. Callers hand the rows out through
+        `_backend.owned`.
         """
 
         def serves(block):
             return block[0] <= first < end <= block[0] + len(block[1])
 
-        block = self.slot.get(serves)
+        device = _backend.device_key()
+        span_key = (device, "span", first - first % FINE_ROWS)
+        keys = [span_key]
+        if end - first <= FINE_ROWS:
+            keys += [(device, "steps", base) for base in self.step_bases(first)]
+        block = self.slot.find(keys, serves)
         if block is None:
             block = self._keep(first, end)
-            base, rows, steps = block
-            # Split steps are copies on TensorFlow and JAX (views on torch).
-            copies = 2 if steps and _backend.NAME != "torch" else 1
-            self.slot.put(block, copies * _backend.nbytes(rows))
+            key = (device, "steps", block[0]) if block[2] else span_key
+            self.slot.put(key, block, self._kept_bytes(block), pinned)
         return block
+
+    def step_bases(self, first):
+        """The bases of the decoding blocks that could hold position `first`."""
+        base = min(first - first % FINE_ROWS, POSITION_LIMIT - self.step_rows)
+        return range(base, base - self.step_rows, -FINE_ROWS)
+
+    def _kept_bytes(self, block):
+        """What a kept block costs: its rows, and its steps (copies but on torch)."""
+        base, rows, steps = block
+        values = _backend.nbytes(rows)
+        copies = values if steps and _backend.NAME != "torch" else 0
+        return values + copies + _backend.ARRAY_OVERHEAD * (1 + len(steps))
 
     def _keep(self, first, end):
         """``(base, rows, steps)`` of the block `block` keeps next."""
@@ -331,7 +369,8 @@ class Encoder:
         count = end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():
-            return base, self.rows(base, count), []
+            # A copy on torch: a slice would keep the whole computed table.
+            return base, _backend.owned(self.rows(base, count)), []
 
     def step_block(self, first):
         """``(base, rows)``: the `step_rows` rows of the decoding block that
@@ -348,14 +387,16 @@ class Encoder:
         if end - first <= 0:
             return False
         if end - first <= FINE_ROWS:
-            copies = 1 if _backend.NAME == "torch" else 2  # rows and split steps
-            return kept.fits(copies * 4 * self.step_rows * self.width)
+            rows = 4 * self.step_rows * self.width
+            copies = rows if _backend.NAME != "torch" else 0
+            overhead = _backend.ARRAY_OVERHEAD * (1 + self.step_rows)
+            return kept.fits(rows + copies + overhead)
         values = (end - first + FINE_ROWS) * self.width
         return values <= KEPT_VALUES and kept.fits(4 * values)
 
-    def recent_rows(self, first, end):
+    def recent_rows(self, first, end, pinned=False):
         """Rows for positions ``[first, end)`` (see `keeps`), read from `block`."""
-        base, rows, steps = self.block(first, end)
+        base, rows, steps = self.block(first, end, pinned)
         if end - first == 1 and steps:
             return steps[first - base]
         return rows[first - base : end - base]

@@ -21,7 +21,11 @@ DEFAULT_BUDGET = 64 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class CacheInfo:
-    """What the cache holds now (see `cache_info`).
+    """What the cache of eager rows holds now, as `cache_info` returns it.
+
+    The rows the exact encodings (Vaswani et al., 2017,
+    https://arxiv.org/abs/1706.03762; RoPE) keep for decoding steps and
+    prompts, within one budget.
 
     Attributes:
         entries: int. Kept blocks of rows.
@@ -29,6 +33,12 @@ class CacheInfo:
         budget: int. The most bytes kept at once.
         hits: int. Eager calls served from kept rows since the last clear.
         misses: int. Eager calls that had to compute (and maybe keep) rows.
+
+    Example:
+
+    >>> info = keras_posenc.cache_info()
+    >>> isinstance(info, keras_posenc.CacheInfo), info.nbytes <= info.budget
+    (True, True)
     """
 
     entries: int
@@ -39,7 +49,7 @@ class CacheInfo:
 
 
 class _Store:
-    """Entries ``key -> (value, nbytes)`` in least-recently-used order."""
+    """Entries ``(slot, key) -> (value, nbytes, pinned)``, least recently used first."""
 
     def __init__(self, budget):
         self.lock = threading.RLock()
@@ -48,30 +58,39 @@ class _Store:
         self.budget = budget  # read without the lock: one int
         self._hits = self._misses = 0
 
-    def get(self, key, serves):
+    def find(self, slot, keys, serves):
+        """The first kept value under `keys` that `serves`, else `None`;
+        one hit or one miss either way."""
         with self.lock:
-            entry = self._entries.get(key)
-            if entry is None or not serves(entry[0]):
-                self._misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self._hits += 1
-            return entry[0]
+            for key in keys:
+                entry = self._entries.get((slot, key))
+                if entry is not None and serves(entry[0]):
+                    self._entries.move_to_end((slot, key))
+                    self._hits += 1
+                    return entry[0]
+            self._misses += 1
+            return None
 
-    def put(self, key, value, nbytes):
+    def put(self, slot, key, value, nbytes, pinned):
         with self.lock:
-            self.drop(key)
+            self._pop((slot, key))
             if nbytes > self.budget:
                 return
-            self._entries[key] = (value, nbytes)
+            self._entries[(slot, key)] = (value, nbytes, pinned)
             self._nbytes += nbytes
             self._evict()
 
-    def drop(self, key):
+    def drop_slot(self, slot, keep_pinned=False):
+        """Drops `slot`'s entries (but its pinned ones, with `keep_pinned`)."""
         with self.lock:
-            entry = self._entries.pop(key, None)
-            if entry is not None:
-                self._nbytes -= entry[1]
+            for key, entry in list(self._entries.items()):
+                if key[0] is slot and not (keep_pinned and entry[2]):
+                    self._pop(key)
+
+    def _pop(self, key):
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._nbytes -= entry[1]
 
     def clear(self):
         with self.lock:
@@ -79,13 +98,15 @@ class _Store:
             self._nbytes = self._hits = self._misses = 0
 
     def set_budget(self, budget):
+        """Sets the budget, evicts down to it; returns the old one."""
         with self.lock:
-            self.budget = budget
+            old, self.budget = self.budget, budget
             self._evict()
+            return old
 
     def _evict(self):
         while self._nbytes > self.budget:
-            _, (_, nbytes) = self._entries.popitem(last=False)
+            _, (_, nbytes, _) = self._entries.popitem(last=False)
             self._nbytes -= nbytes
 
     def info(self):
@@ -103,22 +124,24 @@ STORE = _Store(bytes_from_environment(BUDGET_VARIABLE, DEFAULT_BUDGET))
 
 
 class Slot:
-    """One entry of the cache: the rows an encoder keeps, shared by its users.
+    """The rows one owner (an encoder, step tables) keeps, shared by its users.
 
-    The entry goes when the budget needs its bytes (least recently used
-    first), when `owner` is collected, or when the last of its users (the
-    row sources that layers hold) is collected and no function call pinned
-    it: the rows of layers that are gone are released.
+    The owner keeps several entries (the blocks of several decoding
+    sessions, a prompt), each under its own key, all within the one budget.
+    An entry goes when the budget needs its bytes (least recently used
+    first), when `owner` is collected, or, unless a function call put it
+    (`pinned`), when the last of the slot's users (the row sources that
+    layers hold) is collected: the rows of layers that are gone are
+    released, whatever function calls did.
 
     Args:
-        owner: the object whose rows the slot holds (an encoder).
+        owner: the object whose rows the slot holds.
     """
 
     def __init__(self, owner):
-        self._key = object()
+        self._id = object()
         self._users = 0
-        self._pinned = False
-        weakref.finalize(owner, STORE.drop, self._key)
+        weakref.finalize(owner, STORE.drop_slot, self._id)
 
     def add_user(self, user):
         """Counts `user` (an object a layer holds) until it is collected."""
@@ -126,23 +149,19 @@ class Slot:
             self._users += 1
         weakref.finalize(user, self._release)
 
-    def pin(self):
-        """Keeps the entry while no layer uses it (for function calls)."""
-        self._pinned = True
-
     def _release(self):
         with STORE.lock:
             self._users -= 1
-            if self._users == 0 and not self._pinned:
-                STORE.drop(self._key)
+            if self._users == 0:
+                STORE.drop_slot(self._id, keep_pinned=True)
 
-    def get(self, serves) -> Any:
-        """The kept value if `serves(value)`, else `None` (a miss)."""
-        return STORE.get(self._key, serves)
+    def find(self, keys, serves) -> Any:
+        """The first kept value under one of `keys` that `serves`, or `None`."""
+        return STORE.find(self._id, keys, serves)
 
-    def put(self, value, nbytes):
-        """Keeps `value` (`nbytes` bytes) if it fits the budget, evicting others."""
-        STORE.put(self._key, value, nbytes)
+    def put(self, key, value, nbytes, pinned=False):
+        """Keeps `value` (`nbytes` bytes) under `key` if it fits the budget."""
+        STORE.put(self._id, key, value, nbytes, pinned)
 
 
 def fits(nbytes):

@@ -1,6 +1,6 @@
 """Host-side constants of the exact phase engine (numpy and `decimal` only).
 
-The engine (`_engine.py`) evaluates ``sin(p * w)`` and ``cos(p * w)`` for
+The engine (`_exact/engine.py`) evaluates ``sin(p * w)`` and ``cos(p * w)`` for
 int32 positions ``p`` without ever rounding an angle to float32. It needs,
 per frequency ``w`` (radians per position), the turns per position
 ``f = w / (2 pi)`` split so that int32 products give ``p * f mod 1``
@@ -149,7 +149,7 @@ class PhaseConstants:
     @functools.cached_property
     def chunk_rests(self):
         """float32 ``[3, 1, n]``: `turn_lo`, negated (exactly) for chunks 1
-        and 2, which the engine subtracts (see `_engine._sincos`)."""
+        and 2, which the engine subtracts (see `_exact.engine._sincos`)."""
         signs = np.array([1.0, -1.0, -1.0], np.float32).reshape(3, 1, 1)
         return np.ascontiguousarray(self.turn_lo[:, None, :] * signs)
 

@@ -1,6 +1,6 @@
 """Where a layer's rows come from: computed per call, or a lookup table.
 
-A row source is called with one `_positions.Positions` and returns the
+A row source is called with one `_checks.positions.Positions` and returns the
 float32 rows: ``[length, C]`` for a shared span, ``[B, length, C]`` for one
 start per example, ``values.shape + [C]`` for explicit positions. Both
 sources give the same bits (the table is built by the same engine), and
@@ -22,7 +22,7 @@ def decoding_range(positions, encoder):
     """``(first, end)`` of an eager span of at most 64 known positions, or `None`.
 
     Such a call (a decoding step) reads rows from the encoder's kept block
-    (`_engine.Encoder.block`) instead of running the engine.
+    (`_exact.engine.Encoder.block`) instead of running the engine.
     """
     known_range = positions.known_range
     if known_range and 0 < known_range[1] - known_range[0] <= FINE_ROWS:
@@ -33,7 +33,7 @@ def decoding_range(positions, encoder):
 
 def kept_range(positions, encoder):
     """``(first, end)`` of an eager span of known positions whose rows
-    `encoder` keeps (`_engine.Encoder.keeps`: a decoding step, or a prompt
+    `encoder` keeps (`_exact.engine.Encoder.keeps`: a decoding step, or a prompt
     that every layer asks for in turn), or `None`."""
     known_range = positions.known_range
     if known_range and not _backend.tracing() and encoder.keeps(*known_range):
@@ -45,17 +45,16 @@ class ComputedRows:
     """Rows computed at every call by the exact engine: no length limit.
 
     Args:
-        encoder: an `_engine.Encoder`.
-        pinned: bool. Whether the rows the encoder keeps stay while no layer
-            uses them (function calls); else they go with the last row
-            source of a layer that uses the encoder.
+        encoder: an `_exact.engine.Encoder`.
+        pinned: bool. For function calls: not a user of the encoder's rows
+            (a layer's row source is, and the rows it keeps go with the last
+            one), and what it keeps stays when no layer uses them (within
+            the budget).
     """
 
     def __init__(self, encoder, pinned=False):
-        self.encoder = encoder
-        if pinned:
-            encoder.slot.pin()
-        else:
+        self.encoder, self.pinned = encoder, pinned
+        if not pinned:
             encoder.slot.add_user(self)
 
     def __call__(self, positions, alone=False):
@@ -63,7 +62,7 @@ class ComputedRows:
         they are) never a view of kept rows."""
         kept = kept_range(positions, self.encoder)
         if kept is not None:  # checked: no guard
-            rows = self.encoder.recent_rows(*kept)
+            rows = self.encoder.recent_rows(*kept, pinned=self.pinned)
             return _backend.owned(rows) if alone else rows
         return positions.guard(self.rows_of(self.encoder, positions))
 
@@ -86,7 +85,7 @@ class LookupTable:
     graph assertion; NaN rows under XLA and `jax.jit`).
 
     Args:
-        encoder: an `_engine.Encoder` (builds the table).
+        encoder: an `_exact.engine.Encoder` (builds the table).
         max_length: int. Rows of the table.
         fallback: a row source for positions outside the table, or `None`.
         columns: what the table keeps of the engine's rows (a function of
@@ -176,11 +175,14 @@ class LookupTable:
             inside = ops.all(inside_rows)
             read = ops.take(self.table, ops.where(inside_rows, values, 0), axis=0)
         if self.fallback is not None:
-            rows = ops.cond(
-                inside,
-                lambda: read,
-                lambda: self._fallback(dataclasses.replace(positions, checks=())),
-            )
+            unchecked = dataclasses.replace(positions, checks=())
+            if _backend.NAME == "torch":
+                # Keras's torch `cond` is a Python `if` on a tensor: a graph
+                # break under torch.compile (traced positions are torch's
+                # only run-time ones). Both are computed, one selected.
+                rows = ops.where(inside, read, self._fallback(unchecked))
+            else:
+                rows = ops.cond(inside, lambda: read, lambda: self._fallback(unchecked))
             return positions.guard(rows)
         # The call's own checks first: their message names the argument.
         rows = positions.guard(read)

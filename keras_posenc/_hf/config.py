@@ -1,10 +1,10 @@
 """`RotaryEmbedding` arguments from a Hugging Face `config.json`, as the
 transformers release `TRANSFORMERS_VERSION` reads it.
 
-A raw `config.json` (the file as published, read by `_hf_json`) is read as
+A raw `config.json` (the file as published, read by `_hf.config_file`) is read as
 transformers' configuration class of its `model_type` reads it once
 loaded: the architecture's own key names and defaults
-(`_hf_architectures`), legacy `rope_scaling` or `rope_parameters`
+(`_hf.architectures`), legacy `rope_scaling` or `rope_parameters`
 (transformers 5, possibly holding `rope_theta` and
 `partial_rotary_factor`, possibly nested per layer type), as
 `standardize_rope_params` completes them. Only model types verified

@@ -3,7 +3,7 @@
 `RotaryEmbedding` and `rotary_cos_sin` turn their arguments (`max_wavelength`,
 `rope_scaling`, `inverse_frequencies`, the rotary dimension) into one
 frozen `RopeConfig`, checked before any work: every key of `rope_scaling`
-is one the `rope_type` reads (`_rope_types.REGISTRY`) or a multimodal
+is one the `rope_type` reads (`_rope.scalings.REGISTRY`) or a multimodal
 section key, and is applied; any other key is refused by name. Caches of
 frequencies and rows key on the configuration itself, and `get_config`'s
 `rope_scaling` comes from it, as plain JSON values.

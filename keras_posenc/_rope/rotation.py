@@ -1,6 +1,6 @@
 """The RoPE rotation: cos/sin tables from the engine's rows, and one rotation.
 
-The engine (`_engine.rotary_encoder`) gives rows ``[sin | cos]`` of the
+The engine (`_exact.engine.rotary_encoder`) gives rows ``[sin | cos]`` of the
 angles ``p * w_i``; this module lays them out (`"half"`: ``[c | c]``,
 `"interleaved"`: ``[c0, c0, c1, c1, ...]``), folds in the attention factor
 and the rotation's sign, and rotates ``x * cos + swap(x) * sin`` (Su et
@@ -156,17 +156,28 @@ class StepTables:
         self.trailing = trailing
         self.slot = kept.Slot(self)  # (base, cos, sin, steps)
 
-    def __call__(self, first, end):
-        def serves(kept):
-            return kept[0] <= first < end <= kept[0] + len(kept[3])
+    def fits(self):
+        """Whether a block of these tables fits the cache's budget: cos, sin
+        and their steps (copies, but views on torch), with their arrays."""
+        tables = 2 * 4 * self.encoder.step_rows * self.dim
+        copies = tables if _backend.NAME != "torch" else 0
+        overhead = _backend.ARRAY_OVERHEAD * 2 * (1 + self.encoder.step_rows)
+        return kept.fits(tables + copies + overhead)
 
-        kept = self.slot.get(serves)
-        if kept is None:
-            kept = self._keep(first)
-            # cos and sin, and their steps (copies, but views on torch).
-            tables = 1 if _backend.NAME == "torch" else 2
-            self.slot.put(kept, 2 * tables * _backend.nbytes(kept[1]))
-        base, cos, sin, steps = kept
+    def __call__(self, first, end):
+        def serves(block):
+            return block[0] <= first < end <= block[0] + len(block[3])
+
+        device = _backend.device_key()
+        bases = self.encoder.step_bases(first)
+        block = self.slot.find([(device, base) for base in bases], serves)
+        if block is None:
+            block = self._keep(first)
+            tables = 2 * _backend.nbytes(block[1])  # cos and sin
+            copies = tables if _backend.NAME != "torch" else 0
+            overhead = _backend.ARRAY_OVERHEAD * 2 * (1 + len(block[3]))
+            self.slot.put((device, block[0]), block, tables + copies + overhead)
+        base, cos, sin, steps = block
         if end - first == 1:
             return steps[first - base]
         return cos[first - base : end - base], sin[first - base : end - base]
@@ -193,6 +204,8 @@ def _step_tables(config, dim, layout, trailing):
 @functools.lru_cache(maxsize=16)
 def function_rows(config, dim):
     """The engine's rows for `rotary_cos_sin` (kept rows pinned: no layer)."""
+    # Explicit positions are never kept: `pinned` only keeps this cached
+    # source from counting as a user of the encoder's rows.
     return ComputedRows(_engine.rotary_encoder(config.frequencies(dim)), pinned=True)
 
 
@@ -209,15 +222,15 @@ class LayerRotation:
         layout: `"half"` or `"interleaved"`.
         max_length: int or `None`. Rows of the lookup table (lookup mode).
         extend: bool. Whether positions outside the table are computed
-            (else refused, as in `_rows.LookupTable`).
+            (else refused, as in `_exact.rows.LookupTable`).
     """
 
     def __init__(self, config, layout, max_length=None, extend=False):
         self.config, self.layout = config, layout
         self.max_length, self.extend = max_length, extend
-        self.table = None  # a `_rows.LookupTable` of `table_columns` (lookup)
+        self.table = None  # a `_exact.rows.LookupTable` of `table_columns` (lookup)
         self.table_dim = None
-        self._rows = {}  # dim -> `_rows.ComputedRows`
+        self._rows = {}  # dim -> `_exact.rows.ComputedRows`
         self._steps = {}  # (dim, trailing) -> `StepTables` (shared, counted)
         self._rotations = {}  # the call's layout -> a rotation
         # Apart: eager decoding steps add to it, and a compiled call's
@@ -266,7 +279,7 @@ class LayerRotation:
         return tables
 
     def rotation(self, seq, rank, dim, features, batched, from_table=False):
-        """`rotate` for one input layout (see `_rotation`)."""
+        """`rotate` for one input layout (see `_rope.rotation`)."""
         key = (seq, rank, dim, features, batched, from_table)
         if _backend.NAME == "torch":
             # A plain function there: nothing to keep, and a dict that a

@@ -18,7 +18,7 @@ evaluated as it writes them, so they equal its values bit for bit.
 (transformers recomputes it whenever a longer sequence arrives, which a
 compiled graph cannot do); `longrope` picks its long factors when
 ``seq_len > original_max_position_embeddings``, as transformers does for
-the current length. Parameters are checked by `_rope_config` before any
+the current length. Parameters are checked by `_rope.config` before any
 entry sees them.
 """
 
