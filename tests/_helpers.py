@@ -173,6 +173,39 @@ def random_inputs(batch=2, length=10, depth=8, seed=0):
     )
 
 
+def data_dependent_conditionals(module):
+    """`stablehlo.case`/`if` ops of an MLIR module whose index comes from data.
+
+    A conditional over a constant, or over a chain of such conditionals (what
+    `jax.lax.platform_dependent` emits for one platform), is folded by XLA
+    and costs nothing; any other index is computed from the inputs.
+    """
+    found = []
+    for function in re.split(r"\n\s*func\.func ", module):
+        defined = {}
+        for line in function.splitlines():
+            match = re.match(r"\s*(%[\w.]+)(?::\d+)? = (.*)", line)
+            if match:
+                defined[match.group(1)] = match.group(2)
+
+        def constant(name, seen=(), defined=defined):
+            definition = defined.get(name.split("#")[0], "")
+            if definition.startswith("stablehlo.constant"):
+                return True
+            index = re.match(r'"stablehlo\.case"\((%[\w.#]+)\)', definition)
+            return (
+                bool(index)
+                and name not in seen
+                and constant(index.group(1), (*seen, name))
+            )
+
+        for name, definition in defined.items():
+            index = re.match(r'"stablehlo\.(?:case|if)"\((%[\w.#]+)', definition)
+            if index and not constant(index.group(1)):
+                found.append(f"{name} = {definition[:80]}")
+    return found
+
+
 __all__ = [
     "BACKEND",
     "FAST",
@@ -184,6 +217,7 @@ __all__ = [
     "ROOT",
     "TABLE_MESSAGE",
     "TOL",
+    "data_dependent_conditionals",
     "encode_positions",
     "exact",
     "keras",

@@ -8,12 +8,11 @@ accelerators on this CPU machine (`jax.export`), or trace TensorFlow's
 graph as it would be placed on a GPU, and read the program.
 """
 
-import re
 import types
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, to_numpy
+from _helpers import BACKEND, LEGACY, data_dependent_conditionals, to_numpy
 
 import keras_posenc
 
@@ -21,39 +20,6 @@ only_jax = pytest.mark.skipif(BACKEND != "jax", reason="jax.export")
 only_tensorflow = pytest.mark.skipif(
     BACKEND != "tensorflow" or LEGACY, reason="TensorFlow (Keras 3)"
 )
-
-
-def data_dependent_conditionals(module):
-    """`stablehlo.case`/`if` ops of an MLIR module whose index comes from data.
-
-    A conditional over a constant, or over a chain of such conditionals (what
-    `jax.lax.platform_dependent` emits for one platform), is folded by XLA
-    and costs nothing; any other index is computed from the inputs.
-    """
-    found = []
-    for function in re.split(r"\n\s*func\.func ", module):
-        defined = {}
-        for line in function.splitlines():
-            match = re.match(r"\s*(%[\w.]+)(?::\d+)? = (.*)", line)
-            if match:
-                defined[match.group(1)] = match.group(2)
-
-        def constant(name, seen=(), defined=defined):
-            definition = defined.get(name.split("#")[0], "")
-            if definition.startswith("stablehlo.constant"):
-                return True
-            index = re.match(r'"stablehlo\.case"\((%[\w.#]+)\)', definition)
-            return (
-                bool(index)
-                and name not in seen
-                and constant(index.group(1), (*seen, name))
-            )
-
-        for name, definition in defined.items():
-            index = re.match(r'"stablehlo\.(?:case|if)"\((%[\w.#]+)', definition)
-            if index and not constant(index.group(1)):
-                found.append(f"{name} = {definition[:80]}")
-    return found
 
 
 def _jax_cases():

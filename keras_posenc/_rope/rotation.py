@@ -110,7 +110,9 @@ def _rotation(attention, layout, seq, rank, dim, features, batched, from_table):
 
     def rotate_rows(x, rows):
         if from_table:
-            tables = (rows[..., :dim], rows[..., dim:])
+            tables = _platform.written_once_on_cpu(
+                lambda rows: (rows[..., :dim], rows[..., dim:]), rows
+            )
         else:
             tables = _platform.computed_once(
                 lambda rows: cos_sin(rows, dim, attention, layout, True), rows
