@@ -15,6 +15,10 @@ How to keep them out depends on the platform:
   waited for in every call of every layer (a device stall), while an
   optimization barrier is honoured: the table goes through one.
 
+A RoPE lookup table's cos and sin halves (`written_once_on_cpu`) go
+through the CPU's conditional only: XLA's CPU compiler reads slices of
+one dynamic slice slowly when it fuses them; accelerators fuse them.
+
 JAX makes the choice when it lowers for a platform
 (`jax.lax.platform_dependent`: `jax.export` for `"cuda"` on a CPU machine
 gets the barrier); TensorFlow when it traces, from the device the graph is
