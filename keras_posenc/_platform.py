@@ -43,19 +43,7 @@ def computed_once(fn, x):
         x: the tensor the table is computed from (its first value also
             decides the conditional's branch on a CPU, see `_conditional`).
     """
-    if not _backend.in_xla():
-        return tuple(fn(x))
-    if _backend.NAME == "jax":
-        import jax
-
-        return jax.lax.platform_dependent(
-            x,
-            cpu=lambda x: _conditional(fn, x),
-            default=lambda x: _barrier(fn, x),
-        )
-    if tensorflow_device_kind(x) == CPU:
-        return _conditional(fn, x)
-    return _barrier(fn, x)
+    return _per_platform(fn, x, accelerator=_barrier)
 
 
 def written_once_on_cpu(fn, x):
@@ -72,6 +60,12 @@ def written_once_on_cpu(fn, x):
         fn: a function of one tensor returning a tuple of tensors.
         x: the tensor they are made from (see `_conditional`).
     """
+    return _per_platform(fn, x, accelerator=lambda fn, x: tuple(fn(x)))
+
+
+def _per_platform(fn, x, accelerator):
+    """``fn(x)``: plain outside XLA, in a conditional on a CPU, else
+    ``accelerator(fn, x)`` (chosen when JAX lowers, or when TF traces)."""
     if not _backend.in_xla():
         return tuple(fn(x))
     if _backend.NAME == "jax":
@@ -80,11 +74,11 @@ def written_once_on_cpu(fn, x):
         return jax.lax.platform_dependent(
             x,
             cpu=lambda x: _conditional(fn, x),
-            default=lambda x: tuple(fn(x)),
+            default=lambda x: accelerator(fn, x),
         )
     if tensorflow_device_kind(x) == CPU:
         return _conditional(fn, x)
-    return tuple(fn(x))
+    return accelerator(fn, x)
 
 
 def tensorflow_device_kind(x):
