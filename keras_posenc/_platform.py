@@ -9,15 +9,16 @@ would redo the engine for every element read (14x slower on JAX's CPU).
 How to keep them out depends on the platform:
 
 * **CPU**: XLA's CPU compiler strips optimization barriers, but never fuses
-  across a conditional: the table is computed inside one
-  (`_conditional`). Its predicate is data, which costs nothing there.
-* **GPU and TPU**: a conditional's predicate is copied to the host and
-  waited for in every call of every layer (a device stall), while an
-  optimization barrier is honoured: the table goes through one.
+  a division into a loop that reads its elements many times: the table
+  is divided by ones XLA cannot prove are ones (`_divided`; exact).
+* **GPU and TPU**: an optimization barrier is honoured: the table goes
+  through one. (A conditional on data, which also keeps XLA from fusing,
+  would copy its predicate to the host and wait for it in every call of
+  every layer: a device stall.)
 
-A RoPE lookup table's cos and sin halves (`written_once_on_cpu`) go
-through the CPU's conditional only: XLA's CPU compiler reads slices of
-one dynamic slice slowly when it fuses them; accelerators fuse them.
+A RoPE lookup table's cos and sin halves (`written_once_on_cpu`) are
+written once on a CPU only: XLA's CPU compiler reads slices of one
+dynamic slice slowly when it fuses them; accelerators fuse them.
 
 JAX makes the choice when it lowers for a platform
 (`jax.lax.platform_dependent`: `jax.export` for `"cuda"` on a CPU machine
@@ -26,8 +27,7 @@ placed on (an explicit device scope, else a GPU or TPU if TensorFlow sees
 one). Nothing else in the package depends on the platform.
 """
 
-import numpy as np
-from keras import backend, ops
+from keras import ops
 
 from keras_posenc import _backend
 
@@ -40,8 +40,7 @@ def computed_once(fn, x):
 
     Args:
         fn: a function of one tensor returning a tuple of tensors.
-        x: the tensor the table is computed from (its first value also
-            decides the conditional's branch on a CPU, see `_conditional`).
+        x: the tensor the table is computed from.
     """
     return _per_platform(fn, x, accelerator=_barrier)
 
@@ -53,18 +52,18 @@ def written_once_on_cpu(fn, x):
     slowly when fused: slices of one dynamic slice (a RoPE lookup table's
     ``[cos | sin]`` rows at a run-time start) made the fused rotation
     1.6-2.1x slower than reading two tables (measured under `jax.jit`;
-    written once, as `_conditional` does, it costs the floor's time).
+    written once, it costs the floor's time).
     Elsewhere, and on GPU and TPU, ``fn(x)`` is left to XLA's fusion.
 
     Args:
         fn: a function of one tensor returning a tuple of tensors.
-        x: the tensor they are made from (see `_conditional`).
+        x: the tensor they are made from.
     """
     return _per_platform(fn, x, accelerator=lambda fn, x: tuple(fn(x)))
 
 
 def _per_platform(fn, x, accelerator):
-    """``fn(x)``: plain outside XLA, in a conditional on a CPU, else
+    """``fn(x)``: plain outside XLA, divided by ones on a CPU, else
     ``accelerator(fn, x)`` (chosen when JAX lowers, or when TF traces)."""
     if not _backend.in_xla():
         return tuple(fn(x))
@@ -73,11 +72,11 @@ def _per_platform(fn, x, accelerator):
 
         return jax.lax.platform_dependent(
             x,
-            cpu=lambda x: _conditional(fn, x),
+            cpu=lambda x: _divided(fn, x),
             default=lambda x: accelerator(fn, x),
         )
     if tensorflow_device_kind(x) == CPU:
-        return _conditional(fn, x)
+        return _divided(fn, x)
     return accelerator(fn, x)
 
 
@@ -110,36 +109,25 @@ def _barrier(fn, x):
     return tuple(xla.optimization_barrier(*outputs))
 
 
-def _conditional(fn, x):
-    """`fn(x)` inside a conditional, whose results XLA writes once.
+def _divided(fn, x):
+    """`fn(x)`, each (float) result divided by ones XLA cannot prove are ones.
 
-    That branch runs when the first value of `x` is ordinary: a number (not
-    a NaN row from a failed guard), an int above -2**31. The other branch
-    gives the same values through `_scattered`; it keeps XLA from proving
-    the conditional trivial (XLA turns a conditional of cheap element-wise
-    branches into a select, and fuses it). A scatter alone also stops
-    fusion, but loops over rows: RoPE's tables cost 4x more under
-    `jax.jit`. `fn` runs inside the branch, its results written straight
-    into the conditional's output (a table passed through a branch would
-    be copied).
+    XLA fuses cheap element-wise producers into the loops that read them,
+    even where each element is read many times; a division is one of the
+    operations it counts as expensive and never fuses into such a reader
+    (`InstructionFusion::IsExpensive`), so the result is written once, by
+    a loop of its own, with `fn` fused into it. The divisor is computed
+    from the result itself, as ``1 - 0`` (``t - t`` where `t` is finite,
+    else 0): exactly 1 for every value, so the bits are those of `fn(x)`
+    (NaN, infinities and signed zeros included); a divisor XLA could prove
+    is 1 would be dropped, and a broadcast scalar one becomes a product,
+    which it fuses. Earlier versions used a conditional on data: the same
+    speed, but the engine compiled twice (once in each branch).
     """
-    probe = ops.reshape(x, (-1,))[:1]
-    if backend.is_float_dtype(_backend.dtype_name(probe)):
-        ordinary = ops.equal(probe, probe)
-    else:
-        ordinary = ops.not_equal(probe, np.iinfo(_backend.dtype_name(probe)).min)
-    return ops.cond(
-        ops.all(ordinary),
-        lambda: tuple(fn(x)),
-        lambda: tuple(_scattered(t) for t in fn(x)),
-    )
+    return tuple(_written_once(t) for t in fn(x))
 
 
-def _scattered(t):
-    """`t` scattered (exactly) into a zero buffer: a copy XLA does not fuse."""
-    length = t.shape[0]  # None (TF) or symbolic (jax2tf) when dynamic
-    rows = t if isinstance(length, int) and length > 1 else ops.concatenate([t, t])
-    count = ops.shape(rows)[0]
-    index = ops.expand_dims(ops.arange(count, dtype="int32"), -1)
-    out = ops.scatter_update(ops.zeros_like(rows), index, rows)
-    return out if rows is t else out[: ops.shape(t)[0]]
+def _written_once(t):
+    """`t` divided by ones computed from it (see `_divided`)."""
+    zero = ops.where(ops.isfinite(t), ops.subtract(t, t), ops.zeros_like(t))
+    return ops.divide(t, ops.subtract(ops.ones_like(t), zero))

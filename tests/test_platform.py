@@ -1,13 +1,16 @@
 """The platform choice (`keras_posenc._platform`): no device stall on a GPU.
 
 Under XLA the engine's tables are kept out of the output loop by a
-conditional on a CPU (XLA's CPU compiler strips barriers) and by an
-optimization barrier on a GPU or TPU, where a conditional on data costs a
-device-to-host copy and a wait in every call. These tests lower for the
-accelerators on this CPU machine (`jax.export`), or trace TensorFlow's
-graph as it would be placed on a GPU, and read the program.
+division by ones on a CPU (XLA's CPU compiler strips barriers, and never
+fuses a division into a loop that reads it many times) and by an
+optimization barrier on a GPU or TPU; neither is a conditional on data,
+which costs a device-to-host copy and a wait in every call on a GPU.
+These tests lower for the accelerators on this CPU machine
+(`jax.export`), or trace TensorFlow's graph as it would be placed on a
+GPU, and read the program; on the CPU they read what XLA compiled.
 """
 
+import re
 import types
 
 import numpy as np
@@ -84,13 +87,59 @@ def test_what_jax_lowers_for_an_accelerator_has_no_conditional_on_data(case, pla
 
 
 @only_jax
-def test_what_jax_lowers_for_a_cpu_keeps_its_conditional():
-    # The CPU keeps the conditional (barriers are stripped there): the
-    # detector above sees it, so it can fail.
+def test_what_jax_lowers_for_a_cpu_divides_instead_of_a_barrier():
     fn, specs = _jax_cases()["rope prefill"]
     lowered = _lowered(fn, specs, "cpu")
-    assert len(data_dependent_conditionals(lowered)) == 2  # rows, then cos/sin
+    assert data_dependent_conditionals(lowered) == []
     assert "optimization_barrier" not in lowered
+    # The engine's coarse rows, then the cos and sin tables made from them.
+    assert len(_float_divisions(lowered)) == 3
+    assert _float_divisions(_lowered(fn, specs, "cuda")) == []
+
+
+def _float_divisions(module):
+    return re.findall(r"stablehlo\.divide [^\n]*xf32>", module)
+
+
+def _output_loop(hlo):
+    """The computation XLA fused into the loop that writes the result (the
+    entry's root), from an optimized HLO module's text."""
+    entry = hlo[hlo.index("\nENTRY ") :]
+    root = re.search(r"ROOT \S+ = .*?calls=(%[\w.-]+)", entry)
+    assert root, entry[:2000]  # the result is written by a fusion
+    start = hlo.index(f"\n{root.group(1)} ")
+    return hlo[start : hlo.index("\n}", start)]
+
+
+# The engine's Taylor coefficient 1/6 (its sine series), which only the
+# engine multiplies by: the output loop must not.
+_ENGINE = re.compile(r"constant\(0\.16666")
+
+
+@only_jax
+@pytest.mark.parametrize("case", ["sinusoidal", "sinusoidal positions", "rope prefill"])
+def test_xla_on_a_cpu_writes_the_engine_tables_once(case):
+    # Fused into the output loop, the engine would run again for every
+    # element read (14x slower under `jax.jit`): XLA's CPU program must
+    # write its tables in loops of their own, and read them.
+    import jax
+
+    fn, specs = _jax_cases()[case]
+    compiled = jax.jit(fn).lower(*specs).compile().as_text()
+    assert _ENGINE.search(compiled)
+    assert not _ENGINE.search(_output_loop(compiled))
+
+
+@only_tensorflow
+def test_tensorflow_xla_on_a_cpu_writes_the_engine_tables_once():
+    import tensorflow as tf
+
+    layer = keras_posenc.SinusoidalPositionEncoding()
+    fn = tf.function(lambda x, s: layer(x, start_index=s), jit_compile=True)
+    x = np.ones((4, 512, 256), "float32")
+    hlo = fn.experimental_get_compiler_ir(x, tf.constant(3))(stage="optimized_hlo")
+    assert _ENGINE.search(hlo)
+    assert not _ENGINE.search(_output_loop(hlo))
 
 
 @only_jax
@@ -128,7 +177,8 @@ def test_tensorflow_xla_on_a_gpu_has_a_barrier_and_no_conditional():
     cpu, cpu_out = _tensorflow_graph("/CPU:0")
     conditionals = {"If", "StatelessIf", "Case", "StatelessCase"}
     assert not gpu & conditionals and "XlaOptimizationBarrier" in gpu
-    assert cpu & conditionals and "XlaOptimizationBarrier" not in cpu
+    assert not cpu & conditionals and "XlaOptimizationBarrier" not in cpu
+    assert "RealDiv" in cpu and "RealDiv" not in gpu
     assert gpu_out.tobytes() == cpu_out.tobytes()
 
 
