@@ -603,4 +603,12 @@ def test_memory_smoke_measures_every_variant_against_keras_hub(tmp_path):
     variants = json.loads(path.read_text())["backends"]["jax"]["variants"]
     assert set(variants) == set(memory.VARIANTS)
     for result in variants.values():
-        assert len(result["after_MiB"]) == 3 and result["before_MiB"] > 0
+        (run,) = result["runs"]  # --smoke: one process per layer
+        program = result["program_run"]  # and one with one malloc arena
+        for one in (run, program):
+            assert len(one["after_MiB"]) == 3 and one["before_MiB"] > 0
+        growth = run["after_MiB"][-1] - run["before_MiB"]
+        assert result["process_growth_MiB"] == growth
+        assert result["per_new_length_MiB"] == growth / 3
+        steps = np.diff([program["before_MiB"], *program["after_MiB"]])
+        assert result["program_MiB_per_length"] == pytest.approx(np.median(steps))
