@@ -109,7 +109,8 @@ def _run_child(variant, depth, lengths, one_arena=False):
 def _steps(result):
     """Growth after each new length, MiB."""
     after = result["after_MiB"]
-    return [b - a for a, b in zip([result["before_MiB"], *after], after, strict=True)]
+    previous = [result["before_MiB"], *after[:-1]]
+    return [b - a for a, b in zip(previous, after, strict=True)]
 
 
 def summary(runs, program, lengths):

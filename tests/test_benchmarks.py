@@ -607,8 +607,10 @@ def test_memory_smoke_measures_every_variant_against_keras_hub(tmp_path):
         program = result["program_run"]  # and one with one malloc arena
         for one in (run, program):
             assert len(one["after_MiB"]) == 3 and one["before_MiB"] > 0
+        # (the JSON keeps four significant digits: 0.1 MiB of a process)
         growth = run["after_MiB"][-1] - run["before_MiB"]
-        assert result["process_growth_MiB"] == growth
-        assert result["per_new_length_MiB"] == growth / 3
+        assert result["process_growth_MiB"] == pytest.approx(growth, abs=0.2)
+        assert result["per_new_length_MiB"] == pytest.approx(growth / 3, abs=0.1)
         steps = np.diff([program["before_MiB"], *program["after_MiB"]])
-        assert result["program_MiB_per_length"] == pytest.approx(np.median(steps))
+        median = np.median(steps)
+        assert result["program_MiB_per_length"] == pytest.approx(median, abs=0.2)
