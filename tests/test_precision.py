@@ -274,6 +274,34 @@ def test_engine_rounds_as_its_float32_formula(shape):
         assert np.ascontiguousarray(got_values).tobytes() == want_values.tobytes()
 
 
+@pytest.mark.parametrize("xla", [False, True], ids=["eager-ops", "xla-ops"])
+def test_engine_phase_is_exact_both_ways(xla, monkeypatch):
+    # The engine's integer steps have two forms (divisions eagerly; shifts,
+    # products and sums under XLA, which fuses them into one loop): both
+    # give Python's integers, at the ends of int32 too.
+    from keras_posenc import _backend
+    from keras_posenc._exact import engine as _engine
+    from keras_posenc._exact import phase_constants as _phase_constants
+
+    constants = _phase_constants.sinusoidal_constants(2048, 10000.0, "interleaved")
+    ends = [-(2**31), 1 - 2**31, -4097, -4096, -1, 0, 1, 4095, 4096, 2**24, 2**31 - 1]
+    random = np.random.default_rng(1).integers(-(2**31), 2**31, 2000)
+    q = np.concatenate([ends, random]).astype("int32")
+    monkeypatch.setattr(_backend, "in_xla", lambda: xla)
+    engine_constants = _engine.EngineConstants.of(constants)
+    chunks, phase = _engine._phase(ops.convert_to_tensor(q), engine_constants)
+    wide = q.astype(np.int64)[:, None]
+    want = [wide % 4096, (wide // 4096) % 4096, wide // 4096**2]
+    hi = sum(c * constants.turn_hi[k] for k, c in enumerate(want))
+    mid = sum(c * constants.turn_mid[k] for k, c in enumerate(want))
+    np.testing.assert_array_equal(
+        to_numpy(chunks).reshape(len(q), 3), np.concatenate(want, axis=1)
+    )
+    np.testing.assert_array_equal(
+        to_numpy(phase).reshape(len(q), -1), ((hi % 4096) * 4096 + mid) % 2**24
+    )
+
+
 _BITS16 = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 

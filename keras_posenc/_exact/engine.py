@@ -46,13 +46,15 @@ from keras_posenc._exact.phase_constants import (
 
 _TWO_PI = 2.0 * np.pi
 # A position's 12-bit chunks: q = c0 + 4096 c1 + 2**24 c2, with c0 and c1 in
-# [0, 4096) and c2 in [-128, 128) (signed), from ``q // _CHUNK_DIVISORS``.
-# ``q >> _CHUNK_SHIFTS`` (arithmetic: floor division by 1, 4096, 4096**2).
+# [0, 4096) and c2 in [-128, 128) (signed), from ``q // _CHUNK_DIVISORS``
+# (or ``q >> _CHUNK_SHIFTS``: the same, see `_phase`).
+_CHUNK_DIVISORS = np.array([1, 4096, 4096**2], np.int32).reshape(3, 1, 1)
 _CHUNK_SHIFTS = np.array([0, 12, 24], np.int32).reshape(3, 1, 1)
 _CHUNK_WRAPS = np.array([True, True, False]).reshape(3, 1, 1)
-# ``[hi, mid]`` taken mod 4096 and mod 2**24: ``x - (x >> bits) * modulus``.
-_PART_BITS = np.array([[12], [24]], np.int32)
+# The phase ``(hi mod 4096) * 4096 + mid mod 2**24`` from ``[hi, mid]``.
 _PART_MODULI = np.array([[4096], [2**24]], np.int32)
+_PART_BITS = np.array([[12], [24]], np.int32)  # their logarithms
+_PART_WEIGHTS = np.array([[4096], [1]], np.int32)
 
 
 def _pair_turns():
@@ -90,10 +92,12 @@ class EngineConstants:
     chunk_rests: Any  # float32 [3, 1, n]
     fine_u: Any  # float32 [FINE_ROWS, C]
     fine_v: Any  # float32 [FINE_ROWS, C]
+    divisors: Any = dataclasses.field(default_factory=lambda: _CHUNK_DIVISORS)
     shifts: Any = dataclasses.field(default_factory=lambda: _CHUNK_SHIFTS)
     wraps: Any = dataclasses.field(default_factory=lambda: _CHUNK_WRAPS)
-    part_bits: Any = dataclasses.field(default_factory=lambda: _PART_BITS)
     moduli: Any = dataclasses.field(default_factory=lambda: _PART_MODULI)
+    part_bits: Any = dataclasses.field(default_factory=lambda: _PART_BITS)
+    weights: Any = dataclasses.field(default_factory=lambda: _PART_WEIGHTS)
     pair_turns: Any = dataclasses.field(default_factory=lambda: _PAIR_TURNS)
     pair_offsets: Any = dataclasses.field(default_factory=lambda: _PAIR_OFFSETS)
 
@@ -128,35 +132,51 @@ KEPT_VALUES = 2**23
 STEP_ROWS = 8 * FINE_ROWS
 
 
+def _phase(q, consts):
+    """``q``'s 12-bit chunks (int32 ``[N, 3, 1, 1]``) and ``q * f mod 1`` for
+    every frequency, in units of 2**-24 turns (int32 ``[N, 1, n]``).
+
+    Integers, exact: two ways to the same values. Eagerly, few broadcast ops
+    (each costs about 10 us on TF and eager torch, and is a kernel launch
+    on a GPU): divisions by the chunk sizes, the chunks' products in one.
+    Under XLA, shifts, products and sums only, which XLA fuses with the
+    rest of the engine into one loop: an integer division or remainder by
+    an array, or a sum over an axis, would each be a loop of its own (a
+    larger compiled program, kept per input shape).
+    """
+    q = _backend.reshape(q, (-1, 1, 1, 1))
+    # Every product is below 2**24 in magnitude, every sum below 2**26:
+    # int32 is exact, in any order.
+    # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
+    # through numpy.)
+    if not _backend.in_xla():
+        shifted = ops.floor_divide(q, consts.divisors)
+        chunks = ops.where(consts.wraps, ops.mod(shifted, 4096), shifted)
+        parts = ops.sum(ops.multiply(chunks, consts.chunk_turns), axis=1)
+        parts = ops.mod(parts, consts.moduli)
+        phase = ops.sum(ops.multiply(parts, consts.weights), axis=1, keepdims=True)
+        return chunks, ops.mod(phase, 2**24)
+    # Arithmetic shifts divide by powers of two rounding down, whatever the
+    # sign; ``x - (x >> k) * 2**k`` is then ``x mod 2**k``, in [0, 2**k).
+    shifted = ops.right_shift(q, consts.shifts)
+    wrapped = shifted - ops.right_shift(shifted, 12) * 4096
+    chunks = ops.where(consts.wraps, wrapped, shifted)
+    p0, p1, p2 = ops.unstack(ops.multiply(chunks, consts.chunk_turns), num=3, axis=1)
+    parts = (p0 + p1) + p2  # [N, 2, n]: hi, mid
+    above = ops.right_shift(parts, consts.part_bits)
+    parts = parts - ops.multiply(above, consts.moduli)
+    phase = parts[:, :1] * 4096 + parts[:, 1:]
+    return chunks, phase - ops.right_shift(phase, 24) * 2**24
+
+
 def _sincos(q, consts):
     """sin and cos of ``q * w_k`` for every frequency: ``[N, 2, n]`` (sin, cos).
 
     Args:
         q: int32 ``[N]``.
         consts: the `EngineConstants`.
-
-    Broadcast ops (each costs about 10 us on TF and eager torch, whatever
-    its size): the chunks' products in one, sin and cos as a pair. The
-    integer steps are shifts, products and sums only: XLA fuses them, the
-    table lookup and the series into one loop (an integer division or
-    remainder by an array, or a sum over an axis, would each be a loop
-    of its own: a larger compiled program, kept per input shape).
     """
-    # Arithmetic shifts divide by powers of two rounding down, whatever
-    # the sign; ``x - (x >> k) * 2**k`` is then ``x mod 2**k``, in [0, 2**k).
-    shifted = ops.right_shift(_backend.reshape(q, (-1, 1, 1, 1)), consts.shifts)
-    wrapped = shifted - ops.right_shift(shifted, 12) * 4096
-    chunks = ops.where(consts.wraps, wrapped, shifted)  # [N, 3, 1, 1]
-    # Every product is below 2**24 in magnitude, every sum below 2**26:
-    # int32 is exact, in any order.
-    # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
-    # through numpy.)
-    p0, p1, p2 = ops.unstack(ops.multiply(chunks, consts.chunk_turns), num=3, axis=1)
-    parts = (p0 + p1) + p2  # [N, 2, n]: hi, mid
-    above = ops.right_shift(parts, consts.part_bits)
-    parts = parts - ops.multiply(above, consts.moduli)
-    phase = parts[:, :1] * 4096 + parts[:, 1:]
-    phase = phase - ops.right_shift(phase, 24) * 2**24  # [N, 1, n], 2**-24 turns
+    chunks, phase = _phase(q, consts)
     # Float sums never chain two additions (nor products two products):
     # TF's graph optimizer regroups such chains where shapes are known, so
     # their rounding would depend on the call path. ``x + y`` is written
@@ -165,7 +185,7 @@ def _sincos(q, consts):
         ops.multiply(ops.cast(chunks, "float32"), consts.chunk_rests), num=3, axis=1
     )
     rest = (r0 - minus_r1) - minus_r2
-    step = ops.right_shift(phase + 2**15, 16)  # nearest 1/256 turn
+    step = ops.floor_divide(phase + 2**15, 2**16)  # nearest 1/256 turn
     rest_int = phase - step * 2**16  # in [-2**15, 2**15)
     # Python floats: every backend keeps them float32 next to a float32 tensor.
     theta = (ops.cast(rest_int, "float32") * 2.0**-24 + rest) * _TWO_PI
