@@ -17,7 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
 
 # Public name -> the module that defines it.
 _PUBLIC = {

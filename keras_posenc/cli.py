@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     >>> from keras_posenc import cli
     >>> cli.main(["--version"])
-    keras-posenc 0.3.0
+    keras-posenc 0.3.1
     0
     """
     whole_process = argv is None
