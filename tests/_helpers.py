@@ -206,6 +206,12 @@ def data_dependent_conditionals(module):
     return found
 
 
+def float_divisions(module):
+    """The float32 `stablehlo.divide` ops of an MLIR module: how
+    `keras_posenc._platform` writes a table once on a CPU under XLA."""
+    return re.findall(r"stablehlo\.divide [^\n]*xf32>", module)
+
+
 __all__ = [
     "BACKEND",
     "FAST",
@@ -218,6 +224,7 @@ __all__ = [
     "TABLE_MESSAGE",
     "TOL",
     "data_dependent_conditionals",
+    "float_divisions",
     "encode_positions",
     "exact",
     "keras",

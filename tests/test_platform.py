@@ -15,7 +15,13 @@ import types
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, data_dependent_conditionals, to_numpy
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    data_dependent_conditionals,
+    float_divisions,
+    to_numpy,
+)
 
 import keras_posenc
 
@@ -93,12 +99,8 @@ def test_what_jax_lowers_for_a_cpu_divides_instead_of_a_barrier():
     assert data_dependent_conditionals(lowered) == []
     assert "optimization_barrier" not in lowered
     # The engine's coarse rows, then the cos and sin tables made from them.
-    assert len(_float_divisions(lowered)) == 3
-    assert _float_divisions(_lowered(fn, specs, "cuda")) == []
-
-
-def _float_divisions(module):
-    return re.findall(r"stablehlo\.divide [^\n]*xf32>", module)
+    assert len(float_divisions(lowered)) == 3
+    assert float_divisions(_lowered(fn, specs, "cuda")) == []
 
 
 def _output_loop(hlo):
