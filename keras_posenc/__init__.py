@@ -30,6 +30,7 @@ _PUBLIC = {
     "export_encoder": "keras_posenc.export",
     "export_saved_model": "keras_posenc.export",
     "frequencies": "keras_posenc.tables",
+    "grid_position_ids": "keras_posenc.rotary",
     "positional_encoding": "keras_posenc.tables",
     "rotary_cos_sin": "keras_posenc.rotary",
     "set_cache_budget": "keras_posenc.cache",
@@ -47,6 +48,7 @@ __all__ = [
     "export_encoder",
     "export_saved_model",
     "frequencies",
+    "grid_position_ids",
     "positional_encoding",
     "rotary_cos_sin",
     "set_cache_budget",
@@ -62,7 +64,12 @@ if TYPE_CHECKING:
     )
     from keras_posenc.export import export_encoder, export_saved_model
     from keras_posenc.layer import SinusoidalPositionEncoding
-    from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
+    from keras_posenc.rotary import (
+        RotaryEmbedding,
+        apply_rotary,
+        grid_position_ids,
+        rotary_cos_sin,
+    )
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
 
 

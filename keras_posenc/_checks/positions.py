@@ -319,10 +319,10 @@ def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2))
     if positions is not None:
         parsed = explicit("positions", positions, low=low, ranks=position_ranks)
         values = parsed.values
-        per_step = _fits(values, -1, inputs, axis, "positions", _per_step(inputs, axis))
+        per_step = fits(values, -1, inputs, axis, "positions", _per_step(inputs, axis))
         per_example = ()
         if len(values.shape) == 2:
-            per_example = _fits(values, 0, inputs, 0, "positions", _per_example(inputs))
+            per_example = fits(values, 0, inputs, 0, "positions", _per_example(inputs))
         return dataclasses.replace(
             parsed, checks=parsed.checks + per_step + per_example
         )
@@ -332,11 +332,11 @@ def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2))
     parsed = span(start_index, length, low=low)
     if not parsed.batched_span:
         return parsed
-    per_example = _fits(parsed.start, 0, inputs, 0, "start_index", _per_example(inputs))
+    per_example = fits(parsed.start, 0, inputs, 0, "start_index", _per_example(inputs))
     return dataclasses.replace(parsed, checks=parsed.checks + per_example)
 
 
-def _fits(tensor, axis, inputs, input_axis, name, expected):
+def fits(tensor, axis, inputs, input_axis, name, expected):
     """Whether ``tensor.shape[axis]`` equals ``inputs.shape[input_axis]``.
 
     Raises now when both sizes are known; otherwise returns a run-time
