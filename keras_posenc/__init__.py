@@ -24,6 +24,7 @@ _PUBLIC = {
     "CacheInfo": "keras_posenc.cache",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
+    "TimestepEmbedding": "keras_posenc.timestep",
     "apply_rotary": "keras_posenc.rotary",
     "cache_info": "keras_posenc.cache",
     "clear_cache": "keras_posenc.cache",
@@ -35,12 +36,15 @@ _PUBLIC = {
     "rotary_cos_sin": "keras_posenc.rotary",
     "set_cache_budget": "keras_posenc.cache",
     "sinusoidal_table": "keras_posenc.tables",
+    "timestep_embedding": "keras_posenc.timestep",
+    "timestep_frequencies": "keras_posenc.timestep",
 }
 
 __all__ = [
     "CacheInfo",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
+    "TimestepEmbedding",
     "__version__",
     "apply_rotary",
     "cache_info",
@@ -53,6 +57,8 @@ __all__ = [
     "rotary_cos_sin",
     "set_cache_budget",
     "sinusoidal_table",
+    "timestep_embedding",
+    "timestep_frequencies",
 ]
 
 if TYPE_CHECKING:
@@ -71,6 +77,11 @@ if TYPE_CHECKING:
         rotary_cos_sin,
     )
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
+    from keras_posenc.timestep import (
+        TimestepEmbedding,
+        timestep_embedding,
+        timestep_frequencies,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -106,7 +117,8 @@ def _started_as_command_line() -> bool:
 
 
 if not _started_as_command_line():
-    # Registers SinusoidalPositionEncoding and RotaryEmbedding with Keras.
+    # Registers the layers (SinusoidalPositionEncoding, RotaryEmbedding,
+    # TimestepEmbedding) with Keras.
     try:
         importlib.import_module("keras_posenc.layer")
     except ModuleNotFoundError as error:
@@ -119,3 +131,4 @@ if not _started_as_command_line():
             _tensorflow.NOT_INSTALLED_AS_BACKEND, name="tensorflow"
         ) from error
     importlib.import_module("keras_posenc.rotary")
+    importlib.import_module("keras_posenc.timestep")

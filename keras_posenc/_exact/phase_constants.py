@@ -92,6 +92,43 @@ def sinusoidal_turns(depth, max_wavelength):
         return tuple(turns)
 
 
+def geometric_turns(count, base, denominator, scale=1.0):
+    """Turns per unit ``scale * base**(-i / denominator) / (2 pi)``, ``i < count``.
+
+    The frequencies of diffusion timestep embeddings (`keras_posenc.timestep`):
+    the ratio ``base**(-1 / denominator)`` is computed once and the rest by
+    repeated multiplication, with enough digits that every ``frac(2**24 f)``
+    keeps `_FRACTION_DIGITS` correct digits; `scale` (a float, taken as the
+    exact binary number it is) multiplies each frequency exactly.
+
+    Returns:
+        A tuple of `count` `decimal.Decimal` values.
+    """
+    if count == 0:
+        return ()
+    base, scale = decimal.Decimal(base), decimal.Decimal(scale)
+    denominator = decimal.Decimal(denominator)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 28
+        ratio = (-base.ln() / denominator).exp()
+        largest = abs(scale) * max(ratio ** max(count - 1, 0), 1) / (2 * PI)
+        ctx.prec = _digits_for(largest) + len(str(count))
+        ratio = (-base.ln() / denominator).exp()
+        turns = [scale / (2 * +PI)]
+        for _ in range(count - 1):
+            turns.append(turns[-1] * ratio)
+        return tuple(turns[:count])
+
+
+def scaled_turns(angular_frequencies, scale):
+    """`turns_of` the frequencies, each multiplied exactly by `scale`."""
+    scale = decimal.Decimal(scale)
+    turns = turns_of(angular_frequencies)
+    with decimal.localcontext() as ctx:
+        ctx.prec = _digits_for(max((abs(t) for t in turns), default=0) * abs(scale))
+        return tuple(t * scale for t in turns)
+
+
 def radians_of(turns):
     """float64 angular frequencies ``2 pi f``, rounded once from the exact turns."""
     with decimal.localcontext() as ctx:
