@@ -29,11 +29,6 @@ from keras_posenc._exact.phase_constants import sinusoidal_turns
 from keras_posenc._rope import rotation as _rotation
 from keras_posenc._rope.config import LAYOUTS, MAX_ROTARY_DIM
 
-# Positions taken as floats are float32; their magnitude stays below 2**31.
-_FLOAT_LIMIT = 2.0**31
-_FLOATS = ("float16", "bfloat16", "float32", "float64")
-_ANY_RANK = tuple(range(9))
-
 
 def check_axes_dim(value):
     """`axes_dim` as a tuple of positive even ints summing to at most 65536."""
@@ -75,49 +70,6 @@ def check_head_dim(dim, axes_dim):
             f"dimensions summing to the head dim, {dim} (they sum to {sum(axes_dim)})"
         )
         raise _arguments.invalid("axes_dim", expected, list(axes_dim))
-
-
-def _reals(name, value):
-    """Position ids, int or float, parsed once: ``(values, checks)``.
-
-    Integers go through `_checks.positions.integers` (int32, checked before
-    the cast). Floats become float32 (16-bit ones exactly, float64 ones
-    rounded once, as diffusers' ``ids.float()``); known ones must be finite
-    and below 2**31 in magnitude (a `ValueError` naming `name`), traced
-    ones get a `Check` (the fractional engine gives NaN for them).
-    """
-    if value is None or isinstance(value, (bool, str)):
-        raise _arguments.invalid(name, "int or float position ids", value)
-    static = _backend.static_value(value)
-    if static is not None:
-        array = np.asarray(static)
-        if array.dtype.kind in "iuO":
-            values, _, _ = _positions.integers(
-                name, value, low=_arguments.POSITION_MIN, ranks=_ANY_RANK
-            )
-            return ops.convert_to_tensor(np.asarray(values, np.int32)), ()
-        if array.dtype.kind != "f":
-            raise _arguments.invalid(name, "int or float position ids", value)
-        array = array.astype(np.float32)
-        bad = array[~(np.abs(array) < _FLOAT_LIMIT)]
-        if bad.size:
-            expected = "finite position ids below 2**31 in magnitude"
-            raise _arguments.invalid(name, expected, float(bad.flat[0]))
-        if ops.is_tensor(value):  # stays on its device
-            return ops.cast(value, "float32"), ()
-        return ops.convert_to_tensor(array), ()
-    if _backend.dtype_name(value) not in _FLOATS:
-        values, _, checks = _positions.integers(
-            name, value, low=_arguments.POSITION_MIN, ranks=_ANY_RANK
-        )
-        return values, checks
-    values = ops.cast(value, "float32")
-    ok = ops.less(ops.abs(values), _FLOAT_LIMIT)  # False for NaN
-    message = (
-        f"Received an invalid value for `{name}`: expected finite position ids "
-        "below 2**31 in magnitude"
-    )
-    return values, (_positions.Check(ok, message),)
 
 
 class AxesRows:
@@ -169,7 +121,7 @@ class AxesRows:
     def parse(self, name, ids, ranks):
         """``(values, checks)`` of position ids ``[..., n_axes]`` of one of
         `ranks`; the checks on ``ids.shape[:-1]`` (an id holds every axis)."""
-        values, checks = _reals(name, ids)
+        values, checks = _positions.reals(name, ids)
         n_axes = len(self.axes_dim)
         shape = tuple(values.shape)
         if len(shape) not in ranks or shape[-1] != n_axes:

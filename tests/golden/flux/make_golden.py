@@ -88,7 +88,9 @@ def main():
         many = make(4000)
         exact, single = embed(many, torch.float64), embed(many, torch.float32)
         error = max(np.abs(a - b).max() for a, b in zip(exact, single, strict=True))
-        print(f"{name}: float32 angles off by up to {error:.3g} (ids up to {many.max()})")
+        print(
+            f"{name}: float32 angles off by up to {error:.3g} (ids up to {many.max()})"
+        )
     np.savez_compressed(HERE / "golden.npz", **arrays)
 
 
