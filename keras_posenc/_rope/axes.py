@@ -150,9 +150,9 @@ class AxesRows:
             checks += _positions.fits(values, 0, inputs, 0, "positions", examples)
         return _guarded(self(values), checks)
 
-    def function_rows(self, positions):
+    def function_rows(self, positions, name="positions"):
         """Rows for `rotary_cos_sin`: ``positions.shape[:-1] + [dim]``."""
-        values, checks = self.parse("positions", positions, (1, 2, 3, 4))
+        values, checks = self.parse(name, positions, (1, 2, 3, 4))
         return _guarded(self(values), checks)
 
 
