@@ -76,6 +76,15 @@ class TimestepOptions:
 
     @classmethod
     def build(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
+        """The checked options; the same object for the same plain arguments
+        (its frequencies and engine are made once)."""
+        try:
+            return _options(dim, max_period, flip_sin_to_cos, shift, scale, given)
+        except TypeError:  # unhashable: an array of frequencies
+            return cls._checked(dim, max_period, flip_sin_to_cos, shift, scale, given)
+
+    @classmethod
+    def _checked(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
         dim = _arguments.check_depth(dim, "dim")
         half = dim // 2
         if isinstance(shift, bool) or not isinstance(shift, (int, float, np.number)):
@@ -131,6 +140,13 @@ class TimestepOptions:
         given = self.inverse_frequencies
         config["inverse_frequencies"] = None if given is None else list(given)
         return config
+
+
+@functools.lru_cache(maxsize=64)
+def _options(dim, max_period, flip_sin_to_cos, shift, scale, given):
+    return TimestepOptions._checked(
+        dim, max_period, flip_sin_to_cos, shift, scale, given
+    )
 
 
 @_backend.not_autograph

@@ -123,10 +123,18 @@ class FractionalEncoder:
         """
         shape = ops.shape(positions)
         flat = ops.reshape(positions, (-1,))
+        count = flat.shape[0]
+        bucket = _backend.NAME == "jax" and not _backend.is_traced(flat)
+        if bucket:
+            # Eager JAX compiles once per size: pad to a power of two, so that
+            # a few compilations serve every size (values are per element).
+            flat = ops.pad(flat, [(0, _engine.length_bucket(count) - count)])
         if "int" in _backend.dtype_name(flat):
             pair = self._int(ops.cast(flat, "int32"))
         else:
             pair = self._float(ops.cast(flat, "float32"))
+        if bucket:
+            pair = pair[:count]
         sin, cos = ops.unstack(pair, num=2, axis=1)
         return (
             ops.reshape(sin, (*shape, self.count)),
