@@ -127,9 +127,10 @@ class TimestepOptions:
         values, checks = _positions.reals("timesteps", timesteps)
         if self.dim == 1:  # no frequency: one zero column
             return _backend.guard(ops.zeros((*ops.shape(values), 1)), checks)
-        sin, cos = self.encoder.sincos(values)
-        halves = [cos, sin] if self.flip_sin_to_cos else [sin, cos]
-        rows = ops.concatenate(halves, axis=-1)
+        pairs = self.encoder.pairs(values)  # [..., 2, half]: sin, cos
+        if self.flip_sin_to_cos:
+            pairs = ops.flip(pairs, axis=-2)
+        rows = ops.reshape(pairs, (*ops.shape(values), 2 * (self.dim // 2)))
         if self.dim % 2:
             zeros = ops.zeros_like(rows[..., :1])
             rows = ops.concatenate([rows, zeros], axis=-1)
