@@ -76,6 +76,15 @@ class TimestepOptions:
 
     @classmethod
     def build(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
+        """The checked options; the same object for the same plain arguments
+        (its frequencies and engine are made once)."""
+        try:
+            return _options(dim, max_period, flip_sin_to_cos, shift, scale, given)
+        except TypeError:  # unhashable: an array of frequencies
+            return cls._checked(dim, max_period, flip_sin_to_cos, shift, scale, given)
+
+    @classmethod
+    def _checked(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
         dim = _arguments.check_depth(dim, "dim")
         half = dim // 2
         if isinstance(shift, bool) or not isinstance(shift, (int, float, np.number)):
@@ -118,9 +127,10 @@ class TimestepOptions:
         values, checks = _positions.reals("timesteps", timesteps)
         if self.dim == 1:  # no frequency: one zero column
             return _backend.guard(ops.zeros((*ops.shape(values), 1)), checks)
-        sin, cos = self.encoder.sincos(values)
-        halves = [cos, sin] if self.flip_sin_to_cos else [sin, cos]
-        rows = ops.concatenate(halves, axis=-1)
+        pairs = self.encoder.pairs(values)  # [..., 2, half]: sin, cos
+        if self.flip_sin_to_cos:
+            pairs = ops.flip(pairs, axis=-2)
+        rows = ops.reshape(pairs, (*ops.shape(values), 2 * (self.dim // 2)))
         if self.dim % 2:
             zeros = ops.zeros_like(rows[..., :1])
             rows = ops.concatenate([rows, zeros], axis=-1)
@@ -131,6 +141,13 @@ class TimestepOptions:
         given = self.inverse_frequencies
         config["inverse_frequencies"] = None if given is None else list(given)
         return config
+
+
+@functools.lru_cache(maxsize=64)
+def _options(dim, max_period, flip_sin_to_cos, shift, scale, given):
+    return TimestepOptions._checked(
+        dim, max_period, flip_sin_to_cos, shift, scale, given
+    )
 
 
 @_backend.not_autograph

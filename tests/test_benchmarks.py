@@ -34,6 +34,7 @@ rotary = _benchmark("rotary")
 parts = _benchmark("parts")
 gpu = _benchmark("gpu")
 memory = _benchmark("memory")
+timestep = _benchmark("timestep")
 common = _benchmark("_common")
 _floors = _benchmark("_floors")
 
@@ -614,3 +615,17 @@ def test_memory_smoke_measures_every_variant_against_keras_hub(tmp_path):
         steps = np.diff([program["before_MiB"], *program["after_MiB"]])
         median = np.median(steps)
         assert result["program_MiB_per_length"] == pytest.approx(median, abs=0.2)
+
+
+# -- timestep.py -----------------------------------------------------------------
+
+
+def test_timestep_smoke_records_precision_and_speed(tmp_path):
+    # Ours within the bound, the float32 formula far off, bf16 timesteps worse.
+    path = tmp_path / "timestep.json"
+    timestep.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    for row in section["precision"].values():
+        assert row["ours"] <= TOL < row["float32_formula"] < row["bf16_timesteps"]
+    assert section["speed"]["float32_formula"]["ratio"] == 1.0
+    assert section["speed"]["ours"]["median_ms"] > 0

@@ -105,16 +105,18 @@ class FractionalEncoder:
         phase_a, rest_a = _engine.phase_of(ops.cast(a, "int32"), whole)
         phase_c, rest_c = _engine.phase_of(ops.cast(c, "int32"), below)
         phase = phase_a + phase_c  # both in [0, 2**24)
-        phase = phase - ops.right_shift(phase, 24) * 2**24
         rest = (rest_a + rest_c) + ops.reshape(r, (-1, 1, 1)) * turns
+        # A negative position turns the other way: -phase, -rest (cos(-x) =
+        # cos x and sin(-x) = -sin x, exactly, from the same ops).
+        negative = ops.reshape(t < 0, (-1, 1, 1))
+        phase = ops.where(negative, 2**25 - phase, phase)
+        rest = ops.where(negative, -rest, rest)
+        phase = phase - ops.right_shift(phase, 24) * 2**24
         pair = _engine.sincos_of_phase(phase, rest, whole)
-        sin, cos = ops.unstack(pair, num=2, axis=1)
-        sin = ops.where(ops.reshape(t < 0, (-1, 1)), -sin, sin)
-        pair = ops.stack([sin, cos], axis=1)
         return ops.where(ops.reshape(valid, (-1, 1, 1)), pair, float("nan"))
 
-    def sincos(self, positions):
-        """sin and cos at `positions`: float32 ``positions.shape + [n]`` each.
+    def pairs(self, positions):
+        """sin and cos at `positions`: float32 ``positions.shape + [2, n]``.
 
         Args:
             positions: a float32 or int32 tensor of any shape (checked by
@@ -123,15 +125,24 @@ class FractionalEncoder:
         """
         shape = ops.shape(positions)
         flat = ops.reshape(positions, (-1,))
+        count = flat.shape[0]
+        bucket = _backend.NAME == "jax" and not _backend.is_traced(flat)
+        if bucket:
+            # Eager JAX compiles once per size: pad to a power of two, so that
+            # a few compilations serve every size (values are per element).
+            flat = ops.pad(flat, [(0, _engine.length_bucket(count) - count)])
         if "int" in _backend.dtype_name(flat):
             pair = self._int(ops.cast(flat, "int32"))
         else:
             pair = self._float(ops.cast(flat, "float32"))
-        sin, cos = ops.unstack(pair, num=2, axis=1)
-        return (
-            ops.reshape(sin, (*shape, self.count)),
-            ops.reshape(cos, (*shape, self.count)),
-        )
+        if bucket:
+            pair = pair[:count]
+        return ops.reshape(pair, (*shape, 2, self.count))
+
+    def sincos(self, positions):
+        """`pairs` as two tensors ``positions.shape + [n]``: sin, cos."""
+        sin, cos = ops.unstack(self.pairs(positions), num=2, axis=-2)
+        return sin, cos
 
 
 @functools.lru_cache(maxsize=64)
