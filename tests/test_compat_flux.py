@@ -104,7 +104,7 @@ def _flux_backbone():
         hidden_size=16,
         mlp_ratio=2.0,
         num_heads=2,
-        depth=1,
+        depth=0,  # one single-stream block: positions and timesteps reach it
         depth_single_blocks=1,
         axes_dim=[2, 2, 4],
         theta=10000,
