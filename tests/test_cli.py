@@ -9,6 +9,7 @@ import decimal
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -101,6 +102,68 @@ def test_unknown_package_attribute_is_an_attribute_error():
     # PEP 562 __getattr__ answers only for the public names.
     with pytest.raises(AttributeError, match="has no attribute 'SinusoidalEncoding'"):
         keras_posenc.SinusoidalEncoding  # noqa: B018
+
+
+# A dotted name as the README, the docs and the notebooks write it.
+DOCUMENTED_NAME = re.compile(r"\bkeras_posenc(?:\.[A-Za-z_]\w*)+")
+# Resolves each dotted name in argv after a plain `import keras_posenc`;
+# prints those that fail, and the submodules loaded before any lookup.
+_RESOLVE_SCRIPT = """
+import sys
+import keras_posenc
+print([m for m in ("keras_posenc.compat", "keras_posenc.plot") if m in sys.modules])
+for name in sys.argv[1:]:
+    found = keras_posenc
+    try:
+        for part in name.split(".")[1:]:
+            found = getattr(found, part)
+    except AttributeError as error:
+        print(f"{name}: {error}")
+"""
+
+
+def _documented_names():
+    """Every public `keras_posenc.<name>(.<name>)*` in the README, docs, notebooks."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [os.path.join(root, "README.md")]
+    for folder, suffix in (("docs", ".md"), ("notebooks", ".ipynb")):
+        paths += sorted(
+            os.path.join(root, folder, f)
+            for f in os.listdir(os.path.join(root, folder))
+            if f.endswith(suffix)
+        )
+    names = set()
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            names.update(DOCUMENTED_NAME.findall(f.read()))
+    # Private modules are the design page's, imported by name, never attributes.
+    return sorted(
+        name
+        for name in names
+        if not any(p.startswith("_") and not p.endswith("__") for p in name.split("."))
+    )
+
+
+@tensorflow_pass
+def test_every_dotted_name_the_docs_use_resolves_after_a_plain_import():
+    # `import keras_posenc`, then `keras_posenc.compat.use_exact` or
+    # `keras_posenc.plot.heatmap` as the README says, in a fresh process:
+    # each submodule loads on first use, as the public names do.
+    names = _documented_names()
+    assert {"keras_posenc.compat.use_exact", "keras_posenc.plot.heatmap"} <= set(names)
+    done = subprocess.run(
+        [sys.executable, "-c", _RESOLVE_SCRIPT, *names],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **QUIET},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["[]"], done.stdout
+
+
+def test_submodules_are_listed_by_dir():
+    # dir(keras_posenc) names the public submodules as it names the classes.
+    assert {"compat", "plot", "demo"} <= set(dir(keras_posenc))
 
 
 @keras3_pass
