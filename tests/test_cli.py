@@ -481,6 +481,20 @@ def test_plot_refuses_a_suffix_it_cannot_write(workdir, capsys, name):
     assert not os.path.exists(name)
 
 
+def test_plot_without_matplotlib_is_one_line_before_keras(workdir, capsys, monkeypatch):
+    # Without matplotlib, `plot` says what to install at once: before Keras
+    # (and TensorFlow, 8-15 s) would be imported.
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    monkeypatch.setattr(cli._cli_process, "load_keras", _never("Keras imported"))
+    code, _, err = run(capsys, "plot", "--out", "pe.png")
+    assert code == 1
+    assert error_line(err, "plot") == (
+        "keras_posenc.plot needs matplotlib, which is not installed: "
+        "pip install matplotlib"
+    )
+    assert not os.path.exists("pe.png")
+
+
 def test_plot_precision_refuses_a_base_below_one(workdir, capsys):
     # --max-wavelength 5e-324 for a precision plot: one line, before any
     # numpy work (which printed 18 overflow warnings).
@@ -1015,6 +1029,8 @@ def test_demo_learns_exports_and_reloads_apart(tmp_path, capsys):
     assert report["steps"] <= demo.MAX_STEPS
     assert f"trained {report['steps']} steps in " in stdout
     assert "reloaded in a fresh process without keras_posenc" in stdout
+    assert cli._far_line(report["rope_errors_far"]) in stdout
+    assert report["rope_errors_far"]["keras_posenc"] <= TOL
     assert report["max_abs_difference"] <= cli.DEMO_TOLERANCE
     assert report["reload_shape"] == [64, 1]
     assert sorted(os.listdir(out)) == [
@@ -1060,6 +1076,41 @@ def test_demo_without_tensorflow_keeps_the_keras_file_and_says_why(
         "model.keras",
         "report.json",
     ]
+
+
+def test_demo_far_position_errors_match_an_independent_float64_reference():
+    # The demo's line on why the library exists is measured, not written
+    # down: RoPE's cos/sin from 2**20 are within the bound here, and the
+    # usual float32 formula (angles p * w formed in float32) is as far off
+    # as the tests' own float64 reference says.
+    errors = demo.far_position_errors()
+    positions = np.arange(demo.FAR_POSITION, demo.FAR_POSITION + demo.FAR_WINDOW)
+    exact = reference(positions, demo.FAR_DIM)
+    omega = (10000.0 ** (-2.0 * np.arange(demo.FAR_DIM // 2) / demo.FAR_DIM)).astype(
+        np.float32
+    )
+    angle = positions.astype(np.float32)[:, None] * omega
+    usual = np.concatenate([np.sin(angle), np.cos(angle)], axis=1)
+    expected = np.abs(usual - np.concatenate([exact[:, 0::2], exact[:, 1::2]], 1))
+    assert errors["keras_posenc"] <= TOL
+    assert errors["float32_formula"] == pytest.approx(expected.max(), rel=1e-3)
+    assert errors["float32_formula"] > 1e-2
+
+
+def test_demo_far_line_compares_both_errors():
+    # The one line the demo prints from its report.
+    line = cli._far_line(
+        {
+            "positions": [2**20, 2**20 + 64],
+            "dim": 128,
+            "keras_posenc": 9.92e-8,
+            "float32_formula": 0.0590,
+        }
+    )
+    assert line == (
+        "RoPE cos/sin at positions 2**20 to 2**20 + 63 (dim 128), max error "
+        "against float64: keras_posenc 9.9e-08, the usual float32 formula 5.9e-02"
+    )
 
 
 def test_plural_counts():

@@ -178,8 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw the sinusoidal encoding (needs the 'plot' extra)",
         description="Draws one picture of the sinusoidal encoding to FILE, "
         "written atomically in an existing directory, in the format its suffix "
-        "names (.png, .svg or .pdf). Needs matplotlib: "
-        "pip install 'keras-posenc[plot]'.",
+        "names (.png, .svg or .pdf). Needs matplotlib: pip install matplotlib.",
     )
     plot.add_argument("--kind", choices=PLOT_KINDS, default=PLOT_KINDS[0])
     plot.add_argument(
