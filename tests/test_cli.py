@@ -276,6 +276,39 @@ def test_unknown_or_abbreviated_options_name_the_command(
     assert snapshot(workdir) == before
 
 
+@pytest.mark.parametrize(
+    "argv, prog, unknown",
+    [
+        (["--vers"], "keras-posenc", "--vers"),
+        (["export", "enc", "--dep", "64"], "keras-posenc export", "--dep"),
+        (["export", "--dep=64", "enc"], "keras-posenc export", "--dep=64"),
+        (["plot", "--kin", "heatmap"], "keras-posenc plot", "--kin"),
+        (["--bogus", "plot", "--max-wavelength", "-5"], "keras-posenc", "--bogus"),
+    ],
+)
+def test_unknown_option_is_named_even_when_an_argument_is_missing(
+    workdir, capsys, argv, prog, unknown
+):
+    # A missing command or required flag (`--depth`) used to hide the
+    # mistake: "the following arguments are required". The unknown option is
+    # the user's mistake, named by the parser it was given to; a negative
+    # number is a value, not an option.
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"{prog}: error: unrecognized arguments: {unknown} (see {prog} --help)\n"
+    )
+
+
+def test_missing_argument_without_unknown_options_is_still_named(capsys):
+    # The scan for unknown options leaves argparse's own message otherwise.
+    code, _, err = run(capsys, "export", "enc", "--max-wavelength", "-5")
+    assert code == 1
+    assert error_line(err, "export") == (
+        "the following arguments are required: --depth (see keras-posenc export --help)"
+    )
+
+
 def test_unknown_option_before_the_command_names_the_program(capsys):
     # Given before any command, it is the program's to report.
     code, _, err = run(capsys, "--bogus", "demo")
