@@ -119,6 +119,16 @@ def test_notebook_needs_no_path_tricks_and_no_downloads(path):
         assert banned not in source, banned
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_markdown_writes_powers_as_code_or_maths(path):
+    # `2**30 + 7 against 2**30` in prose renders as a bold "30 + 7 against 2":
+    # powers go in backticks or $...$.
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            prose = re.sub(r"`[^`]*`|\$[^$]*\$", "", cell.source)
+            assert not re.search(r"\w\*\*\w", prose), cell.source
+
+
 def _imported_modules(path):
     """The top-level modules a notebook's code cells import."""
     source = "\n".join(
