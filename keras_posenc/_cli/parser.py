@@ -82,7 +82,6 @@ class _Parser(argparse.ArgumentParser):
             )
         return parsed
 
-
     def _refuse_unknown_options(self, argv: list[str]) -> None:
         """Raises `UsageError` naming the options in `argv` no parser takes."""
         commands: dict[str, argparse.ArgumentParser] = {}
