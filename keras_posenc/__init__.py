@@ -7,10 +7,10 @@ on TensorFlow, JAX and PyTorch.
 
 The public names, and the public submodules (`keras_posenc.compat`,
 `keras_posenc.plot`, ...), are loaded on first use (PEP 562), so that the
-command line answers `--help` without importing Keras. `import keras_posenc` still
-registers the layers with Keras at once, so a `.keras` file that uses them
-loads right after it; only the command line defers that until it has read
-its arguments.
+command line answers `--help` without importing Keras. `import
+keras_posenc` still registers the layers with Keras at once, so a `.keras`
+file that uses them loads right after it; only the command line defers
+that until it has read its arguments.
 """
 
 import importlib

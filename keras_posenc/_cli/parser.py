@@ -99,7 +99,8 @@ class _Parser(argparse.ArgumentParser):
                 and word.split("=", 1)[0] not in parser._option_string_actions
             ):
                 unknown.setdefault(parser.prog, []).append(word)
-        for prog, words in unknown.items():  # the first one
+        if unknown:
+            prog, words = next(iter(unknown.items()))  # the first parser's
             raise UsageError(
                 prog, f"unrecognized arguments: {' '.join(words)} (see {prog} --help)"
             )
@@ -206,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser(
         "plot",
-        help="draw the sinusoidal encoding (needs the 'plot' extra)",
+        help="draw the sinusoidal encoding (needs matplotlib)",
         description="Draws one picture of the sinusoidal encoding to FILE, "
         "written atomically in an existing directory, in the format its suffix "
         "names (.png, .svg or .pdf). Needs matplotlib: pip install matplotlib.",
