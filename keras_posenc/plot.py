@@ -3,12 +3,12 @@
 The encoding is the one of Vaswani et al., "Attention Is All You Need"
 (2017), section 3.5, https://arxiv.org/abs/1706.03762.
 
-Needs matplotlib: `pip install matplotlib` (or the 'plot' extra, beside
-TensorFlow). Every function draws
-into the matplotlib `Axes` given as `ax`, or into a new `Figure` when `ax`
-is `None`, and returns the figure drawn on; nothing is shown or saved unless
-you ask (`save_png`). The figures use matplotlib's object API, so they work
-headless and in notebooks, and several compose into one figure:
+Needs matplotlib: `pip install matplotlib` (or the 'plot' extra, which
+also installs TensorFlow). Every function draws into the matplotlib `Axes`
+given as `ax`, or into a new `Figure` when `ax` is `None`, and returns the
+figure drawn on; nothing is shown or saved unless you ask (`save_png`).
+The figures use matplotlib's object API, so they work headless and in
+notebooks, and several compose into one figure:
 
 >>> from matplotlib.figure import Figure
 >>> from keras_posenc import plot
@@ -142,7 +142,7 @@ def subplots(
         `(figure, axes)`: the matplotlib `Figure` and a list of its Axes.
 
     Raises:
-        ImportError: if matplotlib (the 'plot' extra) is not installed.
+        ImportError: if matplotlib is not installed.
 
     Example (needs only `keras_posenc` and matplotlib):
 
