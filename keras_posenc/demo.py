@@ -404,9 +404,9 @@ def far_position_errors(
     True
     """
     import numpy as np
+    from keras import ops  # Keras 3's, under tf-keras too
 
     from keras_posenc._exact import reference as _reference
-    from keras_posenc._keras import keras
     from keras_posenc.rotary import rotary_cos_sin
 
     positions = np.arange(position, position + window)
@@ -417,8 +417,8 @@ def far_position_errors(
     exact = _reference.sinusoidal_float64(positions, dim)
     usual = _reference.naive_float32(positions, dim)
     ours = np.empty_like(exact)
-    ours[:, 0::2] = keras.ops.convert_to_numpy(sin)[:, :half]
-    ours[:, 1::2] = keras.ops.convert_to_numpy(cos)[:, :half]
+    ours[:, 0::2] = ops.convert_to_numpy(sin)[:, :half]
+    ours[:, 1::2] = ops.convert_to_numpy(cos)[:, :half]
     return {
         "keras_posenc": float(np.abs(ours - exact).max()),
         "float32_formula": float(np.abs(usual - exact).max()),
