@@ -383,17 +383,21 @@ def unstack(x):
     about 10-40 us a row.
     """
     if NAME == "jax":
-        row = _jax_row()
-        return [row(x, np.int32(i)) for i in range(x.shape[0])]
+        row, indices = _jax_rows(x.shape[0])
+        return [row(x, i) for i in indices]
     return ops.unstack(x, axis=0)
 
 
-@functools.cache
-def _jax_row():
-    """``row(x, i)``: `x[i]`, compiled once per shape of `x`, for any `i`."""
+@functools.lru_cache(maxsize=8)
+def _jax_rows(count):
+    """``(row, indices)``: ``row(x, i)`` is `x[i]`, compiled once per shape of
+    `x`; `indices` are `0 .. count - 1` as arrays (uncommitted, so they go
+    where `x` is), made once: a host integer costs a transfer per call."""
     import jax
+    import jax.numpy as jnp
 
-    return jax.jit(lambda x, i: jax.lax.dynamic_index_in_dim(x, i, keepdims=False))
+    row = jax.jit(lambda x, i: jax.lax.dynamic_index_in_dim(x, i, keepdims=False))
+    return row, [jnp.int32(i) for i in range(count)]
 
 
 def dtype_name(x):
