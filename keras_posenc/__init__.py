@@ -51,6 +51,7 @@ _SUBMODULES = {
     "plot",
     "rotary",
     "tables",
+    "timestep",
 }
 
 __all__ = [
