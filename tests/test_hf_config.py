@@ -139,7 +139,7 @@ def _read(case):
         return None
 
 
-def _disagreement(case, layer):
+def _disagreement(case, layer, arrays=SURVEY_FREQS):
     """What differs between `layer` and the module's facts (None: nothing)."""
     if "error" in case:
         return f"read, where transformers fails: {case['error']}"
@@ -159,7 +159,7 @@ def _disagreement(case, layer):
     if not math.isclose(factor, want["attention_factor"], rel_tol=1e-12):
         return f"attention factor {factor}, transformers {want['attention_factor']}"
     freqs = np.array(layer.rope_config.frequencies(dim))
-    hf = SURVEY_FREQS[want["inv_freq"]]
+    hf = arrays[want["inv_freq"]]
     if not np.allclose(freqs, hf, rtol=FREQ_RTOL, atol=0):
         return f"frequencies off by {np.max(np.abs(freqs / np.where(hf, hf, 1) - 1))}"
     return None
@@ -261,6 +261,61 @@ def test_cos_sin_within_2_5e7_of_the_module_at_long_positions(case):
     want_sin = _layout_order(np.sin(angles), layer.layout) * factor
     np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
     np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
+
+
+# -- RoPE split by layer type, with scalings (make_layers.py) --------------------------
+
+with open(os.path.join(GOLDEN, "layers.json")) as _f:
+    LAYERS = json.load(_f)
+LAYER_FREQS = np.load(os.path.join(GOLDEN, "layers.npz"))
+LAYER_TYPES = sorted({case["model_type"] for case in LAYERS["cases"]})
+
+
+def _nested_default(arch):
+    return any(isinstance(v, dict) for v in (arch.rope_parameters or {}).values())
+
+
+def test_layer_cases_cover_every_type_whose_rope_is_split_by_layer_type():
+    # Every supported type whose defaults nest RoPE by layer type, and every
+    # wrapper of one, has its scaled cases; the survey named the same release.
+    arches = _hf_architectures.ARCHITECTURES
+    split = {t for t, a in arches.items() if _nested_default(a)}
+    split |= {t for t, a in arches.items() if a.text in split}
+    assert split <= set(LAYER_TYPES)
+    assert {"olmo3", "gemma3_text", "modernbert", "dory"} <= split
+    assert LAYERS["transformers"] == SURVEY["transformers"]
+
+
+@pytest.mark.parametrize("model_type", LAYER_TYPES)
+def test_no_layer_type_is_read_from_another_layer(model_type):
+    # A rope_scaling beside layer_types, a top-level or own base, YaRN nested
+    # on one layer type, a flat rope_parameters: each layer type is read as
+    # transformers' own module computes it for that layer type, or refused.
+    cases = [c for c in LAYERS["cases"] if c["model_type"] == model_type]
+    wrong, exact = {}, 0
+    for case in cases:
+        layer = _read(case)
+        if layer is not None:
+            why = _disagreement(case, layer, LAYER_FREQS)
+            if why is not None:
+                wrong[case["name"]] = why
+            exact += why is None
+    assert not wrong
+    assert exact  # the cases are not all refused
+
+
+def test_olmo3_sliding_layers_keep_the_default_rope():
+    # Issue 37: OLMo-3's YaRN x8 (`rope_scaling`) is its full-attention
+    # layers' only; its sliding layers rotate by the plain base 500000.
+    layers = {}
+    for case in LAYERS["cases"]:
+        if case["name"].startswith("olmo3.published."):
+            layers[case["layer_type"]] = layer = _read(case)
+            assert _disagreement(case, layer, LAYER_FREQS) is None
+    sliding, full = layers["sliding_attention"], layers["full_attention"]
+    assert sliding.rope_scaling is None and sliding.max_wavelength == 500000
+    assert full.rope_scaling["rope_type"] == "yarn"
+    assert full.attention_factor == pytest.approx(1.2079441541679836, rel=1e-15)
 
 
 def test_docs_page_is_generated_from_the_table():
@@ -712,6 +767,14 @@ BAD = [
         r"`rope_parameters`, expected a dict per layer type \('full_attention',"
         r" 'sliding_attention'\): transformers' gemma3_text rotary module reads"
         r" only those",
+    ),
+    (
+        "dory-flat-scaling",
+        {"model_type": "dory", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+        {"layer_type": "full_attention"},
+        r"`rope_scaling`, expected a dict per layer type in 'rope_parameters'"
+        r" \(\['full_attention', 'sliding_attention'\]\): transformers' dory reads"
+        r" its RoPE per layer type",
     ),
     (
         "gemma3-scaling-without-full-dict",

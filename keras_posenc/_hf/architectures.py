@@ -51,6 +51,33 @@ class Requirement:
 
 
 @dataclasses.dataclass(frozen=True)
+class LayerSplit:
+    """How a configuration class makes one RoPE dict per layer type (its
+    `convert_rope_params_to_dict`): a legacy `rope_scaling` updates the
+    dicts of the layer types in `scaled` only, and each layer type takes
+    its base from its own key (None: always the default)."""
+
+    scaled: tuple  # the layer types a `rope_scaling` updates
+    bases: tuple  # ((layer type, key or None, default base), ...)
+
+
+def _split(scaled, full, sliding):
+    return LayerSplit(
+        scaled, (("full_attention", *full), ("sliding_attention", *sliding))
+    )
+
+
+_GEMMA3 = _split(
+    ("full_attention",), ("rope_theta", 1e6), ("rope_local_base_freq", 10000.0)
+)
+_MODERNBERT = _split(
+    ("full_attention", "sliding_attention"),
+    ("global_rope_theta", 160000.0),
+    ("local_rope_theta", 10000.0),
+)
+
+
+@dataclasses.dataclass(frozen=True)
 class Architecture:
     """What one `model_type` reads for RoPE, and its defaults.
 
@@ -74,8 +101,8 @@ class Architecture:
         text: the `model_type` of its `text_config` (multimodal wrappers).
         lift: without a `text_config`, the top-level keys are the text
             config's (Qwen2-VL); else the text config's defaults apply.
-        local_theta: ``(key, default)``: the base of `sliding_attention`
-            layers, read from its own key (Gemma 3's `rope_local_base_freq`).
+        layers: how its configuration class splits RoPE by layer type
+            (`LayerSplit`: Gemma 3, OLMo-3, ModernBERT), or None.
         rope_parameters: the `rope_parameters` used when none is given.
         renamed: legacy `rope_type` values it maps (Phi-3's `"su"`).
         requires: `Requirement`s: a value that means no RoPE (ALiBi,
@@ -93,7 +120,7 @@ class Architecture:
     interleaved: bool = False
     text: str | None = None
     lift: bool = False
-    local_theta: tuple | None = None
+    layers: "LayerSplit | None" = None
     rope_parameters: Mapping | None = None
     renamed: Mapping[str, str] = dataclasses.field(default_factory=dict)
     requires: tuple = ()
@@ -142,10 +169,18 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
     {
         "qwen2_vl": {"lift": True},
         "qwen2_5_vl": {"lift": True},
-        "gemma3_text": {
-            "defaults": {"rope_theta": 1e6},
-            "local_theta": ("rope_local_base_freq", 10000.0),
+        "gemma3_text": {"defaults": {"rope_theta": 1e6}, "layers": _GEMMA3},
+        "t5gemma2_text": {"defaults": {"rope_theta": 1e6}, "layers": _GEMMA3},
+        "t5gemma2_decoder": {"defaults": {"rope_theta": 1e6}, "layers": _GEMMA3},
+        # OLMo-3 pops `rope_theta` for its full-attention layers: sliding
+        # layers always take the default base.
+        "olmo3": {
+            "layers": _split(
+                ("full_attention",), ("rope_theta", 500000.0), (None, 500000.0)
+            )
         },
+        "modernbert": {"layers": _MODERNBERT},
+        "modernbert-decoder": {"layers": _MODERNBERT},
         "phi3": {"renamed": _FROZEN({"su": "longrope", "yarn": "longrope"})},
         "gpt_neox": _NEOX,
         "gpt_neox_japanese": _NEOX,
@@ -302,8 +337,10 @@ def _reads(arch):
     notes = [f"`{raw}` for `{key}`" for raw, key in arch.aliases]
     if arch.text is not None:
         notes.append(f"its `text_config` (`{arch.text}`)")
-    if arch.local_theta is not None:
-        notes.append(f"`{arch.local_theta[0]}` for sliding layers")
+    if arch.layers is not None:
+        scaled = " and ".join(f"`{t}`" for t in arch.layers.scaled)
+        notes.append(f"`rope_scaling` for {scaled} layers")
+        notes += [f"`{key}` for `{t}`" for t, key, _ in arch.layers.bases if key]
     if not isinstance(arch.layout, str):
         notes.append(f"`{arch.layout[0]}` for the pairing")
     notes += [f"`{need.key}`: {need.why}" for need in arch.requires]

@@ -119,14 +119,16 @@ def _rope_dict(arch, config):
     return None, _copy(arch.rope_parameters or {})
 
 
-def _local_layers(model_type, arch, config, values):
-    """Gemma 3: one dict per layer type; `rope_scaling` updates the
-    full-attention one, sliding layers take their own base
-    (`rope_local_base_freq`), as its `convert_rope_params_to_dict` does."""
+def _split_layers(model_type, arch, config):
+    """One dict per layer type, as its configuration class makes them
+    (`arch.layers`, its `convert_rope_params_to_dict`): `rope_scaling`
+    updates the dicts of `layers.scaled`, and each layer type without its
+    own `rope_theta` takes its base key's value, or the default."""
     given = config.get("rope_parameters")
     if given is None:
-        default = {"rope_type": "default"}
-        given = {"full_attention": default, "sliding_attention": default}
+        given = {
+            layer_type: {"rope_type": "default"} for layer_type, *_ in arch.layers.bases
+        }
     if not isinstance(given, dict) or any(
         not isinstance(v, dict) for v in given.values()
     ):
@@ -138,22 +140,39 @@ def _local_layers(model_type, arch, config, values):
     params = _copy(given)
     scaling = config.get("rope_scaling")
     if scaling is not None:
-        if not isinstance(scaling, dict) or "full_attention" not in params:
+        if not isinstance(scaling, dict) or any(
+            t not in params for t in arch.layers.scaled
+        ):
+            where = " and ".join(repr(t) for t in arch.layers.scaled)
             expected = (
-                "None, or a dict that updates rope_parameters['full_attention'] "
+                f"None, or a dict that updates rope_parameters[{where}] "
                 f"(transformers' {model_type} reads it there)"
             )
             raise _arguments.invalid("rope_scaling", expected, shortened(scaling))
-        params["full_attention"].update(scaling)
-    key, default = arch.local_theta
-    local_theta = config.get(key)
-    for layer_type in ("full_attention", "sliding_attention"):
+        for layer_type in arch.layers.scaled:
+            params[layer_type].update(scaling)
+    for layer_type, key, default in arch.layers.bases:
+        base = None if key is None else config.get(key)
         params.setdefault(layer_type, {"rope_type": "default"})
-    params["full_attention"].setdefault("rope_theta", values["rope_theta"])
-    params["sliding_attention"].setdefault(
-        "rope_theta", default if local_theta is None else local_theta
-    )
+        params[layer_type].setdefault("rope_theta", default if base is None else base)
     return "rope_parameters", params
+
+
+def _check_per_layer(model_type, arch, name, params):
+    """A type whose RoPE is one dict per layer type (Dory, Step-3.5) takes no
+    flat dict: its rotary module would read none of it for a layer type."""
+    nested = any(isinstance(v, dict) for v in (arch.rope_parameters or {}).values())
+    if (
+        name is not None
+        and nested
+        and not any(isinstance(v, dict) for v in params.values())
+    ):
+        expected = (
+            f"a dict per layer type in 'rope_parameters' "
+            f"({sorted(arch.rope_parameters)}): transformers' {model_type} reads "
+            "its RoPE per layer type"
+        )
+        raise _arguments.invalid(name, expected, shortened(params))
 
 
 def _select_layer(params, config, layer_type):
@@ -319,10 +338,11 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         )
     model_type, arch, config = resolve(_hf_json.load(config))
     values, names = _top_level(arch, config)
-    if arch.local_theta is not None:
-        name, params = _local_layers(model_type, arch, config, values)
+    if arch.layers is not None:
+        name, params = _split_layers(model_type, arch, config)
     else:
         name, params = _rope_dict(arch, config)
+        _check_per_layer(model_type, arch, name, params)
     default, name = name is None, name or "rope_parameters"
     params, nested = _select_layer(params, config, layer_type)
     given_type, rope_type = _rope_type(model_type, arch, name, params)
