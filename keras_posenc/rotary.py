@@ -11,6 +11,7 @@ from keras_posenc._checks import positions as _positions
 from keras_posenc._checks.options import ShapeMemo, check_table_options
 from keras_posenc._exact.rows import ComputedRows, decoding_range
 from keras_posenc._hf import config as _hf_config
+from keras_posenc._hf import layers as _hf_layers
 from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._rope import inputs as _rotary_inputs
 from keras_posenc._rope import rotation as _rotation
@@ -312,6 +313,65 @@ class RotaryEmbedding(PositionLayer):
         (16, 'half')
         """
         return cls(**_hf_config.layer_arguments(config, seq_len, layer_type, kwargs))
+
+    @classmethod
+    def layer_plan(cls, config, *, seq_len=None, **kwargs):
+        """Each layer's RoPE of a Hugging Face model, None where it has none.
+
+        Some attentions skip RoPE on some layers (NoPE,
+        [Kazemnejad et al., 2023](https://arxiv.org/abs/2305.19466)):
+        EXAONE-4's global layers when it has a `sliding_window`, Cohere 2's
+        global layers, SmolLM3's `no_rope_layers`, the linear-attention
+        layers of Qwen3-Next. The plan has one entry per layer index
+        (`num_hidden_layers` of them): the `RotaryEmbedding` that layer's
+        attention applies, read with `from_hf_config(config,
+        layer_type=...)` for its entry of `layer_types` (one layer per layer
+        type, shared), or None where it rotates nothing. Only model types
+        whose plan was verified against transformers 5.24.0's attention
+        code (a tiny model of each, run by transformers, recording which
+        layers rotate and with what) are planned; any other is refused by
+        name, as is a config missing the keys the plan reads
+        (`num_hidden_layers`, `layer_types`, `no_rope_layers`).
+
+        Args:
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json` file or of a directory holding one.
+            seq_len: int. Serving length for `"dynamic"` and `"longrope"`.
+                Defaults to `None` (the pretraining length: unscaled).
+            **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
+                one read from `config`.
+
+        Returns:
+            A list of `num_hidden_layers` entries, each a `RotaryEmbedding`
+            or None.
+
+        Example:
+
+        >>> config = {
+        ...     "model_type": "exaone4",
+        ...     "hidden_size": 512,
+        ...     "num_attention_heads": 8,
+        ...     "num_hidden_layers": 4,
+        ...     "sliding_window": 4096,
+        ...     "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+        ... }
+        >>> plan = keras_posenc.RotaryEmbedding.layer_plan(config)
+        >>> [layer is not None for layer in plan]
+        [True, True, True, False]
+        >>> plan[0] is plan[1]
+        True
+        """
+        made: dict = {}
+        plan: list[RotaryEmbedding | None] = []
+        for entry in _hf_layers.plan_arguments(config, seq_len, kwargs):
+            if entry is None:
+                plan.append(None)
+                continue
+            layer_type, arguments = entry
+            if layer_type not in made:
+                made[layer_type] = cls(**arguments)
+            plan.append(made[layer_type])
+        return plan
 
     @property
     def max_wavelength(self) -> float:

@@ -101,6 +101,9 @@ class Architecture:
         text: the `model_type` of its `text_config` (multimodal wrappers).
         lift: without a `text_config`, the top-level keys are the text
             config's (Qwen2-VL); else the text config's defaults apply.
+        bare: whether, without a `text_config`, transformers gives the
+            wrapper its text model's own defaults (Mistral 3 builds its
+            own: a config without `text_config` is refused).
         layers: how its configuration class splits RoPE by layer type
             (`LayerSplit`: Gemma 3, OLMo-3, ModernBERT), or None.
         rope_parameters: the `rope_parameters` used when none is given.
@@ -120,6 +123,7 @@ class Architecture:
     interleaved: bool = False
     text: str | None = None
     lift: bool = False
+    bare: bool = True
     layers: "LayerSplit | None" = None
     rope_parameters: Mapping | None = None
     renamed: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -194,7 +198,8 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
                     "alibi",
                     False,
                     _one_of(False, None),
-                    "false or null (with ALiBi, Falcon uses no RoPE)",
+                    "false or null (with ALiBi, Falcon uses no RoPE: build its "
+                    "bias with keras_posenc.AlibiBias.from_hf_config(config))",
                 ),
             ),
         },
@@ -206,7 +211,8 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
                     "position_embedding_type",
                     "absolute",
                     _one_of("rotary"),
-                    "'rotary' (ESM uses RoPE only then; its default is 'absolute')",
+                    "'rotary' (ESM uses RoPE only then; its default, 'absolute', "
+                    "adds learned absolute position embeddings: no RoPE)",
                 ),
             ),
         },
@@ -243,6 +249,7 @@ def _architecture(model_type, entry):
         "interleaved": entry.get("interleaved", False),
         "renamed": _VL_RENAMED if section is not None else {},
         "rope_types": tuple(entry["rope_types"]),
+        "bare": entry.get("bare", True),
     }
     return Architecture(defaults, **{**fields, **quirks})
 
@@ -275,8 +282,53 @@ _TEXT_KEYS = (
 )
 
 
+_ALIBI = (
+    "it biases attention scores with ALiBi instead: build that bias with "
+    "keras_posenc.AlibiBias.from_hf_config(config)"
+)
+_LEARNED = "it adds learned or absolute position embeddings to its inputs instead"
+_RELATIVE = "it adds learned relative position biases to its attention scores instead"
+# Model types without RoPE, and what they use instead.
+NO_ROPE = _FROZEN(
+    {
+        **dict.fromkeys(("bloom", "mpt", "jais"), _ALIBI),
+        "baichuan": "its 13B models bias attention scores with ALiBi (build "
+        "that bias with keras_posenc.AlibiBias.from_hf_config(config)); its 7B "
+        "models use Llama's RoPE: drop `model_type` to read their standard keys",
+        **dict.fromkeys(
+            (
+                "gpt2",
+                "gpt_bigcode",
+                "gpt_neo",
+                "opt",
+                "bert",
+                "roberta",
+                "xlm-roberta",
+                "distilbert",
+                "electra",
+                "albert",
+                "bart",
+                "mbart",
+                "biogpt",
+                "whisper",
+            ),
+            _LEARNED,
+        ),
+        **dict.fromkeys(
+            ("t5", "mt5", "umt5", "longt5", "deberta", "deberta-v2"), _RELATIVE
+        ),
+    }
+)
+
+
 def _unverified(model_type):
     """The error for a `model_type` outside the verified table."""
+    if model_type in NO_ROPE:
+        expected = (
+            f"a model type with RoPE; in `config`, {model_type!r} has no RoPE: "
+            f"{NO_ROPE[model_type]}"
+        )
+        return _arguments.invalid("model_type", expected, model_type)
     why = REFUSED.get(model_type)
     if why is None:
         why = "it is not one of them"
@@ -325,6 +377,12 @@ def resolve(config):
     text = config.get("text_config")
     if text is None and arch.lift:
         return arch.text, ARCHITECTURES[arch.text], config
+    if text is None and not arch.bare:
+        expected = (
+            f"a dict (the text model of model_type {model_type!r}; without one, "
+            f"transformers builds {model_type}'s own text defaults, not read here)"
+        )
+        raise _arguments.invalid("text_config", expected, None)
     if text is not None and not isinstance(text, dict):
         expected = f"None or a dict (the text model of model_type {model_type!r})"
         raise _arguments.invalid("text_config", expected, shortened(text))

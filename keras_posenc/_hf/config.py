@@ -199,7 +199,14 @@ def _rope_type(model_type, arch, name, params):
     renames it)`` (transformers completes the lengths before renaming)."""
     given = params.pop("rope_type", None)
     legacy = params.pop("type", None)
-    if given is not None and legacy is not None and given != legacy:
+    # Qwen2-VL files hold {"type": "mrope", "rope_type": "default"}: the same
+    # RoPE once the model renames "mrope".
+    renamed = arch.renamed.get
+    if (
+        given is not None
+        and legacy is not None
+        and renamed(given, given) != renamed(legacy, legacy)
+    ):
         expected = "'rope_type' and 'type' to agree (transformers reads 'rope_type')"
         raise _arguments.invalid(name, expected, {"rope_type": given, "type": legacy})
     raw = given or legacy or "default"
@@ -221,6 +228,14 @@ def _check_keys(model_type, arch, name, params):
             "ignored here too.",
             stacklevel=5,
         )
+    if "llama_4_scaling_beta" in params:
+        expected = (
+            "no 'llama_4_scaling_beta' key: Ministral 3 and Llama 4 scale the "
+            "queries by 1 + beta * log(1 + floor(position / "
+            "original_max_position_embeddings)) after RoPE, which a RoPE layer "
+            "cannot express (scale them in the attention)"
+        )
+        raise _arguments.invalid(name, expected, shortened(params))
     if "seq_len" in params:
         expected = "no 'seq_len' key (the serving length is the `seq_len` argument)"
         raise _arguments.invalid(name, expected, shortened(params))
