@@ -259,7 +259,7 @@ class RotaryEmbedding(PositionLayer):
         `rope_local_base_freq`), its defaults (DeepSeek-V3's
         `rope_interleave`, gpt-oss's YaRN, Phi's `partial_rotary_factor`),
         its pairing of features (`layout`), a wrapper's `text_config`
-        (Gemma 3, Qwen-VL, Qwen 3.5), and `rope_scaling` or
+        (Gemma 3, Qwen-VL, Qwen 3.5, Llava, Mistral 3), and `rope_scaling` or
         `rope_parameters` (transformers 5, possibly holding `rope_theta`
         and `partial_rotary_factor`, possibly per layer type) as
         `standardize_rope_params` completes them.
@@ -275,15 +275,20 @@ class RotaryEmbedding(PositionLayer):
         `rope_parameters`, is refused by name, but `"finetuned"`, which
         transformers ignores with a warning, as this does. A value that
         means no RoPE (Falcon's `alibi`, ESM's and Granite 4 hybrid's
-        `position_embedding_type`) is refused. A path must name a regular
+        `position_embedding_type`) is refused, as is a model without RoPE
+        (GPT-2, BERT: saying so; BLOOM, MPT: pointing to
+        `keras_posenc.AlibiBias.from_hf_config`). A path must name a regular
         file of at most 4 MiB, nested at most 16 levels deep.
 
         DeepSeek rotates the last `qk_rope_head_dim` features of each head
         (apply the layer to that slice); with `rope_interleave` its output
         lists the rotated even features, then the odd ones, where this
-        layer keeps each pair in place: the same attention scores. Gemma 3
-        and other models with per-layer RoPE take `layer_type`; SmolLM3's
-        `no_rope_layers` apply no RoPE at all.
+        layer keeps each pair in place: the same attention scores. Gemma 3,
+        OLMo-3 and other models with per-layer RoPE take `layer_type`, read
+        as their configuration class splits RoPE by layer type (OLMo-3's
+        `rope_scaling` is its full-attention layers' only). Layers whose
+        attention rotates nothing (SmolLM3's `no_rope_layers`, EXAONE-4's
+        global layers) are given by `layer_plan`.
 
         Args:
             config: dict (a `config.json`'s content), or the path of a
@@ -292,7 +297,7 @@ class RotaryEmbedding(PositionLayer):
                 Defaults to `None` (the pretraining length: unscaled).
             layer_type: str. The layer type (e.g. `"sliding_attention"`,
                 `"full_attention"`) of configs whose RoPE differs per layer
-                type (Gemma 3). Defaults to `None`.
+                type (Gemma 3, OLMo-3). Defaults to `None`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
                 one read from `config`.
 

@@ -26,6 +26,7 @@ from typing import Any
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf.model_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
+from keras_posenc._hf.splits import GEMMA3, GEMMA3_TYPES, MODERNBERT, OLMO3, LayerSplit
 
 _FROZEN = types.MappingProxyType
 # The standardized keys, as transformers' configs name them.
@@ -48,33 +49,6 @@ class Requirement:
     default: Any  # transformers' value when the key is absent
     ok: Callable[[Any], bool]
     why: str  # what is expected, for the error
-
-
-@dataclasses.dataclass(frozen=True)
-class LayerSplit:
-    """How a configuration class makes one RoPE dict per layer type (its
-    `convert_rope_params_to_dict`): a legacy `rope_scaling` updates the
-    dicts of the layer types in `scaled` only, and each layer type takes
-    its base from its own key (None: always the default)."""
-
-    scaled: tuple  # the layer types a `rope_scaling` updates
-    bases: tuple  # ((layer type, key or None, default base), ...)
-
-
-def _split(scaled, full, sliding):
-    return LayerSplit(
-        scaled, (("full_attention", *full), ("sliding_attention", *sliding))
-    )
-
-
-_GEMMA3 = _split(
-    ("full_attention",), ("rope_theta", 1e6), ("rope_local_base_freq", 10000.0)
-)
-_MODERNBERT = _split(
-    ("full_attention", "sliding_attention"),
-    ("global_rope_theta", 160000.0),
-    ("local_rope_theta", 10000.0),
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +98,7 @@ class Architecture:
     text: str | None = None
     lift: bool = False
     bare: bool = True
-    layers: "LayerSplit | None" = None
+    layers: LayerSplit | None = None
     rope_parameters: Mapping | None = None
     renamed: Mapping[str, str] = dataclasses.field(default_factory=dict)
     requires: tuple = ()
@@ -173,18 +147,11 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
     {
         "qwen2_vl": {"lift": True},
         "qwen2_5_vl": {"lift": True},
-        "gemma3_text": {"defaults": {"rope_theta": 1e6}, "layers": _GEMMA3},
-        "t5gemma2_text": {"defaults": {"rope_theta": 1e6}, "layers": _GEMMA3},
-        "t5gemma2_decoder": {"defaults": {"rope_theta": 1e6}, "layers": _GEMMA3},
-        # OLMo-3 pops `rope_theta` for its full-attention layers: sliding
-        # layers always take the default base.
-        "olmo3": {
-            "layers": _split(
-                ("full_attention",), ("rope_theta", 500000.0), (None, 500000.0)
-            )
-        },
-        "modernbert": {"layers": _MODERNBERT},
-        "modernbert-decoder": {"layers": _MODERNBERT},
+        **dict.fromkeys(
+            GEMMA3_TYPES, {"defaults": {"rope_theta": 1e6}, "layers": GEMMA3}
+        ),
+        **dict.fromkeys(("modernbert", "modernbert-decoder"), {"layers": MODERNBERT}),
+        "olmo3": {"layers": OLMO3},
         "phi3": {"renamed": _FROZEN({"su": "longrope", "yarn": "longrope"})},
         "gpt_neox": _NEOX,
         "gpt_neox_japanese": _NEOX,
@@ -272,14 +239,9 @@ ARCHITECTURES = _FROZEN(
 
 # What a wrapper's top level may not hold: its text config's keys.
 _TEXT_KEYS = (
-    "rope_theta",
-    "rope_scaling",
-    "rope_parameters",
-    "partial_rotary_factor",
-    "head_dim",
-    "hidden_size",
-    "num_attention_heads",
-)
+    "rope_theta rope_scaling rope_parameters partial_rotary_factor head_dim "
+    "hidden_size num_attention_heads"
+).split()
 
 
 _ALIBI = (
@@ -289,34 +251,21 @@ _ALIBI = (
 _LEARNED = "it adds learned or absolute position embeddings to its inputs instead"
 _RELATIVE = "it adds learned relative position biases to its attention scores instead"
 # Model types without RoPE, and what they use instead.
+_BAICHUAN = (
+    "its 13B models use ALiBi (keras_posenc.AlibiBias.from_hf_config(config)), "
+    "its 7B models Llama's RoPE (drop `model_type` to read their standard keys)"
+)
+# Model types without RoPE, and what they use instead.
 NO_ROPE = _FROZEN(
     {
-        **dict.fromkeys(("bloom", "mpt", "jais"), _ALIBI),
-        "baichuan": "its 13B models bias attention scores with ALiBi (build "
-        "that bias with keras_posenc.AlibiBias.from_hf_config(config)); its 7B "
-        "models use Llama's RoPE: drop `model_type` to read their standard keys",
+        **dict.fromkeys("bloom mpt jais".split(), _ALIBI),
+        "baichuan": _BAICHUAN,
         **dict.fromkeys(
-            (
-                "gpt2",
-                "gpt_bigcode",
-                "gpt_neo",
-                "opt",
-                "bert",
-                "roberta",
-                "xlm-roberta",
-                "distilbert",
-                "electra",
-                "albert",
-                "bart",
-                "mbart",
-                "biogpt",
-                "whisper",
-            ),
+            "gpt2 gpt_bigcode gpt_neo opt bert roberta xlm-roberta distilbert "
+            "electra albert bart mbart biogpt whisper".split(),
             _LEARNED,
         ),
-        **dict.fromkeys(
-            ("t5", "mt5", "umt5", "longt5", "deberta", "deberta-v2"), _RELATIVE
-        ),
+        **dict.fromkeys("t5 mt5 umt5 longt5 deberta deberta-v2".split(), _RELATIVE),
     }
 )
 
@@ -324,11 +273,10 @@ NO_ROPE = _FROZEN(
 def _unverified(model_type):
     """The error for a `model_type` outside the verified table."""
     if model_type in NO_ROPE:
-        expected = (
-            f"a model type with RoPE; in `config`, {model_type!r} has no RoPE: "
-            f"{NO_ROPE[model_type]}"
+        no = f"in `config`, {model_type!r} has no RoPE: {NO_ROPE[model_type]}"
+        return _arguments.invalid(
+            "model_type", f"a model type with RoPE; {no}", model_type
         )
-        return _arguments.invalid("model_type", expected, model_type)
     why = REFUSED.get(model_type)
     if why is None:
         why = "it is not one of them"

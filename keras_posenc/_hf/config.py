@@ -24,6 +24,7 @@ import warnings
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf import config_file as _hf_json
+from keras_posenc._hf import splits as _hf_splits
 from keras_posenc._hf.architectures import TRANSFORMERS_VERSION, resolve
 
 _ORIG = "original_max_position_embeddings"
@@ -91,10 +92,6 @@ def _top_level(arch, config):
     return values, names
 
 
-def _copy(params):
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in params.items()}
-
-
 def _rope_dict(arch, config):
     """`rope_scaling` (it wins, as in transformers) or `rope_parameters`: a copy."""
     shadowed, given = _shadowed(arch), {}
@@ -115,64 +112,8 @@ def _rope_dict(arch, config):
         )
         raise _arguments.invalid("rope_parameters", expected, shortened(given))
     for name, value in given.items():
-        return name, _copy(value)
-    return None, _copy(arch.rope_parameters or {})
-
-
-def _split_layers(model_type, arch, config):
-    """One dict per layer type, as its configuration class makes them
-    (`arch.layers`, its `convert_rope_params_to_dict`): `rope_scaling`
-    updates the dicts of `layers.scaled`, and each layer type without its
-    own `rope_theta` takes its base key's value, or the default."""
-    given = config.get("rope_parameters")
-    if given is None:
-        given = {
-            layer_type: {"rope_type": "default"} for layer_type, *_ in arch.layers.bases
-        }
-    if not isinstance(given, dict) or any(
-        not isinstance(v, dict) for v in given.values()
-    ):
-        expected = (
-            f"a dict per layer type ('full_attention', 'sliding_attention'): "
-            f"transformers' {model_type} rotary module reads only those"
-        )
-        raise _arguments.invalid("rope_parameters", expected, shortened(given))
-    params = _copy(given)
-    scaling = config.get("rope_scaling")
-    if scaling is not None:
-        if not isinstance(scaling, dict) or any(
-            t not in params for t in arch.layers.scaled
-        ):
-            where = " and ".join(repr(t) for t in arch.layers.scaled)
-            expected = (
-                f"None, or a dict that updates rope_parameters[{where}] "
-                f"(transformers' {model_type} reads it there)"
-            )
-            raise _arguments.invalid("rope_scaling", expected, shortened(scaling))
-        for layer_type in arch.layers.scaled:
-            params[layer_type].update(scaling)
-    for layer_type, key, default in arch.layers.bases:
-        base = None if key is None else config.get(key)
-        params.setdefault(layer_type, {"rope_type": "default"})
-        params[layer_type].setdefault("rope_theta", default if base is None else base)
-    return "rope_parameters", params
-
-
-def _check_per_layer(model_type, arch, name, params):
-    """A type whose RoPE is one dict per layer type (Dory, Step-3.5) takes no
-    flat dict: its rotary module would read none of it for a layer type."""
-    nested = any(isinstance(v, dict) for v in (arch.rope_parameters or {}).values())
-    if (
-        name is not None
-        and nested
-        and not any(isinstance(v, dict) for v in params.values())
-    ):
-        expected = (
-            f"a dict per layer type in 'rope_parameters' "
-            f"({sorted(arch.rope_parameters)}): transformers' {model_type} reads "
-            "its RoPE per layer type"
-        )
-        raise _arguments.invalid(name, expected, shortened(params))
+        return name, _hf_splits.copy_params(value)
+    return None, _hf_splits.copy_params(arch.rope_parameters or {})
 
 
 def _select_layer(params, config, layer_type):
@@ -354,10 +295,10 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
     model_type, arch, config = resolve(_hf_json.load(config))
     values, names = _top_level(arch, config)
     if arch.layers is not None:
-        name, params = _split_layers(model_type, arch, config)
+        name, params = _hf_splits.split_layers(model_type, arch, config)
     else:
         name, params = _rope_dict(arch, config)
-        _check_per_layer(model_type, arch, name, params)
+        _hf_splits.check_per_layer(model_type, arch, name, params)
     default, name = name is None, name or "rope_parameters"
     params, nested = _select_layer(params, config, layer_type)
     given_type, rope_type = _rope_type(model_type, arch, name, params)
