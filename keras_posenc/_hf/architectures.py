@@ -123,11 +123,8 @@ def _is_int(value):
 # GPT-J and CodeGen: a sin/cos table of `rotary_dim` features; nothing else.
 _GPTJ = {
     "defaults": {"rotary_dim": 64},
-    "ignored": (
-        "rope_theta",
-        "rope_scaling",
-        "rope_parameters",
-        "partial_rotary_factor",
+    "ignored": tuple(
+        "rope_theta rope_scaling rope_parameters partial_rotary_factor".split()
     ),
     "requires": (
         Requirement(
@@ -342,7 +339,8 @@ def _reads(arch):
     """What a model type reads in its own way, for the docs."""
     notes = [f"`{raw}` for `{key}`" for raw, key in arch.aliases]
     if arch.text is not None:
-        notes.append(f"its `text_config` (`{arch.text}`)")
+        need = "" if arch.bare else ", needed"
+        notes.append(f"its `text_config` (`{arch.text}`{need})")
     if arch.layers is not None:
         scaled = " and ".join(f"`{t}`" for t in arch.layers.scaled)
         notes.append(f"`rope_scaling` for {scaled} layers")
