@@ -16,6 +16,7 @@ PLANS = {
     'gemma2': 'every',
     'gemma3_text': 'every',
     'gpt_oss': 'every',
+    'granitemoehybrid': 'attention_layers',
     'kolibri1': 'sliding_only',
     'lfm2': 'every',
     'llama': 'every',

@@ -120,6 +120,16 @@ EXTRA = {
             },
         )
     ],
+    "granitemoehybrid": [
+        (
+            name,
+            {
+                "position_embedding_type": name,
+                "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 2,
+            },
+        )
+        for name in ("rope", "nope")
+    ],
     "smollm3": [("no_rope_layers", {"no_rope_layers": [1, 1, 0, 1, 0, 1, 1, 0]})],
     "cohere2": [
         ("window", {"sliding_window": 4, "layer_types": PATTERN * 2}),
@@ -180,7 +190,7 @@ def record(model_type, module, raw):
             model(input_ids=torch.arange(8)[None] % 100)
     finally:
         setattr(module, name, original)
-    if None in calls or not calls:
+    if None in calls:
         raise RuntimeError("its rotations are not called by indexed attention layers")
     layers = []
     for index in range(config.num_hidden_layers):
