@@ -416,9 +416,9 @@ _EXAONE = {
     ("config", "match"),
     [
         (
-            {"model_type": "granitemoehybrid", "head_dim": 64},
+            {"model_type": "cohere2_moe", "head_dim": 64},
             r"`model_type`, expected a model type whose layers without RoPE are"
-            r" verified against transformers .*'granitemoehybrid' is not one of"
+            r" verified against transformers .*'cohere2_moe' is not one of"
             r" them. Read each layer with from_hf_config\(config,"
             r" layer_type=\.\.\.\)",
         ),
