@@ -149,7 +149,7 @@ def test_readme_install_without_tensorflow_matches_setup_cfg():
 
 def test_changelog_newest_release_is_this_version():
     # The version that --version and the wheel report is the CHANGELOG's
-    # newest entry, released (dated), not "unreleased".
+    # newest release (dated), below the changes not yet released.
     with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
         # `## Unreleased` (changes not released yet) may come first.
         newest = next(
