@@ -5,11 +5,12 @@ section 3.5 (https://arxiv.org/abs/1706.03762), and rotary embeddings (Su
 et al., 2021, https://arxiv.org/abs/2104.09864), exact to float32 rounding
 on TensorFlow, JAX and PyTorch.
 
-The public names are loaded on first use (PEP 562), so that the command
-line answers `--help` without importing Keras. `import keras_posenc` still
-registers the layers with Keras at once, so a `.keras` file that uses them
-loads right after it; only the command line defers that until it has read
-its arguments.
+The public names, and the public submodules (`keras_posenc.compat`,
+`keras_posenc.plot`, ...), are loaded on first use (PEP 562), so that the
+command line answers `--help` without importing Keras. `import
+keras_posenc` still registers the layers with Keras at once, so a `.keras`
+file that uses them loads right after it; only the command line defers
+that until it has read its arguments.
 """
 
 import importlib
@@ -38,6 +39,20 @@ _PUBLIC = {
     "sinusoidal_table": "keras_posenc.tables",
     "timestep_embedding": "keras_posenc.timestep",
     "timestep_frequencies": "keras_posenc.timestep",
+}
+
+# Public submodules, reachable as attributes after `import keras_posenc`.
+_SUBMODULES = {
+    "cache",
+    "cli",
+    "compat",
+    "demo",
+    "export",
+    "layer",
+    "plot",
+    "rotary",
+    "tables",
+    "timestep",
 }
 
 __all__ = [
@@ -85,6 +100,9 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        # Importing a submodule also sets it as an attribute of the package.
+        return importlib.import_module(f"{__name__}.{name}")
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -94,7 +112,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
 
 
 def _started_as_command_line() -> bool:

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from keras_posenc import _tensorflow, demo
 from keras_posenc._checks import arguments as _arguments
@@ -76,6 +77,19 @@ def _in_existing_directory(path: str) -> None:
     _creatable(path)
 
 
+def _far_line(errors: Mapping[str, Any]) -> str:
+    """The demo's line on why the library exists: RoPE's error far out."""
+    first, end = errors["positions"]
+    exponent = first.bit_length() - 1
+    start = f"2**{exponent}" if first == 2**exponent else str(first)
+    return (
+        f"RoPE cos/sin at positions {start} to {start} + {end - first - 1} "
+        f"(dim {errors['dim']}), max error against float64: keras_posenc "
+        f"{errors['keras_posenc']:.1e}, the usual float32 formula "
+        f"{errors['float32_formula']:.1e}"
+    )
+
+
 def _demo(args: argparse.Namespace, argv: list[str]) -> int:
     steps = _arguments.check_positive_int("--steps", args.steps)
     out = args.out
@@ -105,6 +119,7 @@ def _demo(args: argparse.Namespace, argv: list[str]) -> int:
         f"{exported}\n"
         f"{reloaded}: outputs {report['reload_shape']}, max |difference| = "
         f"{report['max_abs_difference']:.3g}\n"
+        f"{_far_line(report['rope_errors_far'])}\n"
         f"report: {os.path.join(out, 'report.json')}"
     )
     if report["max_abs_difference"] > DEMO_TOLERANCE:
@@ -178,6 +193,7 @@ def _plot(args: argparse.Namespace, argv: list[str]) -> int:
     out = _files.check_path(args.out, "--out")
     _files.refuse_to_replace(out, args.overwrite, kind="file")
     _in_existing_directory(out)
+    plot.check_matplotlib()  # before Keras: a missing matplotlib answers at once
     # Sizes first, named as flags (the other kinds are bounded by --depth).
     sized_kinds = {"heatmap": ["heatmap"], "similarity": ["similarity_matrix"]}
     for kind in sized_kinds.get(args.kind, []):

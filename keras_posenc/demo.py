@@ -52,6 +52,11 @@ TARGET_ACCURACY = 0.95
 VALIDATION_SIZE = 512
 # The file that marks a demo output directory (replaceable with overwrite).
 MARKER = "report.json"
+# Why the library exists, in one line: RoPE's cos and sin at 64 positions
+# from 2**20, head dimension 128 (Llama's), against float64.
+FAR_POSITION = 2**20
+FAR_WINDOW = 64
+FAR_DIM = 128
 
 
 def backend_name() -> str:
@@ -370,6 +375,56 @@ def _export(model: Any, keras_path: str, export_dir: str) -> str:
     )
 
 
+def far_position_errors(
+    position: int = FAR_POSITION, window: int = FAR_WINDOW, dim: int = FAR_DIM
+) -> dict[str, float]:
+    """RoPE's largest error far out: this library's and the usual float32 formula's.
+
+    Both are measured now, against the float64 formula, on the cos and sin
+    of the angles ``p * w_i`` of the rotary embedding of Su et al. (2021),
+    https://arxiv.org/abs/2104.09864, for `window` positions from
+    `position`. The usual formula (Hugging Face's and keras-hub's float32
+    RoPE, the TF tutorial's table) forms ``p * w_i`` in float32, which is
+    off by about ``p * 2**-24`` radians.
+
+    Args:
+        position: int. The first position. Defaults to `FAR_POSITION`.
+        window: int. How many positions. Defaults to `FAR_WINDOW`.
+        dim: int. The rotary dimension. Defaults to `FAR_DIM`.
+
+    Returns:
+        `{"keras_posenc": error, "float32_formula": error}`, the largest
+        absolute errors of cos and sin.
+
+    Example:
+
+    >>> from keras_posenc import demo
+    >>> errors = demo.far_position_errors()
+    >>> errors["keras_posenc"] < 2e-7 < 1e-2 < errors["float32_formula"]
+    True
+    """
+    import numpy as np
+    from keras import ops  # Keras 3's, under tf-keras too
+
+    from keras_posenc._exact import reference as _reference
+    from keras_posenc.rotary import rotary_cos_sin
+
+    positions = np.arange(position, position + window)
+    cos, sin = rotary_cos_sin(positions, dim)  # layout "half": [c | c]
+    half = dim // 2
+    # The sinusoidal formula of depth `dim` holds RoPE's angles: sin on
+    # even columns, cos on odd ones.
+    exact = _reference.sinusoidal_float64(positions, dim)
+    usual = _reference.naive_float32(positions, dim)
+    ours = np.empty_like(exact)
+    ours[:, 0::2] = ops.convert_to_numpy(sin)[:, :half]
+    ours[:, 1::2] = ops.convert_to_numpy(cos)[:, :half]
+    return {
+        "keras_posenc": float(np.abs(ours - exact).max()),
+        "float32_formula": float(np.abs(usual - exact).max()),
+    }
+
+
 class DidNotLearn(RuntimeError):
     """The demo model stayed below `TARGET_ACCURACY`: nothing was exported."""
 
@@ -484,6 +539,11 @@ def run(
             **exported,
             "reload_shape": list(reloaded.shape),
             "max_abs_difference": float(np.abs(reloaded - expected).max()),
+            "rope_errors_far": {
+                "positions": [FAR_POSITION, FAR_POSITION + FAR_WINDOW],
+                "dim": FAR_DIM,
+                **far_position_errors(),
+            },
         }
         with open(os.path.join(stage, MARKER), "w") as f:
             json.dump(report, f, indent=2)
@@ -495,6 +555,7 @@ __all__ = [
     "DidNotLearn",
     "build_model",
     "export_from_keras_file",
+    "far_position_errors",
     "make_data",
     "reload_in_fresh_process",
     "run",

@@ -3,11 +3,12 @@
 The encoding is the one of Vaswani et al., "Attention Is All You Need"
 (2017), section 3.5, https://arxiv.org/abs/1706.03762.
 
-Needs matplotlib: `pip install "keras-posenc[plot]"`. Every function draws
-into the matplotlib `Axes` given as `ax`, or into a new `Figure` when `ax`
-is `None`, and returns the figure drawn on; nothing is shown or saved unless
-you ask (`save_png`). The figures use matplotlib's object API, so they work
-headless and in notebooks, and several compose into one figure:
+Needs matplotlib: `pip install matplotlib` (or the 'plot' extra, which
+also installs TensorFlow). Every function draws into the matplotlib `Axes`
+given as `ax`, or into a new `Figure` when `ax` is `None`, and returns the
+figure drawn on; nothing is shown or saved unless you ask (`save_png`).
+The figures use matplotlib's object API, so they work headless and in
+notebooks, and several compose into one figure:
 
 >>> from matplotlib.figure import Figure
 >>> from keras_posenc import plot
@@ -141,7 +142,7 @@ def subplots(
         `(figure, axes)`: the matplotlib `Figure` and a list of its Axes.
 
     Raises:
-        ImportError: if matplotlib (the 'plot' extra) is not installed.
+        ImportError: if matplotlib is not installed.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -153,15 +154,41 @@ def subplots(
     3
     """
     columns = _arguments.check_positive_int("columns", columns)
+    Figure = check_matplotlib()
+    figure = Figure(figsize=(width, height), layout="constrained")
+    return figure, list(figure.subplots(1, columns, squeeze=False)[0])
+
+
+def check_matplotlib() -> type[Figure]:
+    """matplotlib's `Figure` class, or an `ImportError` that says what to install.
+
+    The command line asks first, before Keras or TensorFlow is imported, so
+    that a missing matplotlib is one line at once. The message names
+    matplotlib itself, which works on every install: the 'plot' extra
+    would also install TensorFlow on a JAX- or torch-only install. The
+    plots show the encoding of Vaswani et al. (2017), section 3.5,
+    https://arxiv.org/abs/1706.03762.
+
+    Returns:
+        The `matplotlib.figure.Figure` class.
+
+    Raises:
+        ImportError: if matplotlib is not installed.
+
+    Example (needs only `keras_posenc` and matplotlib):
+
+    >>> from keras_posenc import plot
+    >>> plot.check_matplotlib().__name__
+    'Figure'
+    """
     try:
         from matplotlib.figure import Figure
     except ImportError as error:
         raise ImportError(
-            "keras_posenc.plot needs matplotlib, which is in the 'plot' extra: "
-            'pip install "keras-posenc[plot]"'
+            "keras_posenc.plot needs matplotlib, which is not installed: "
+            "pip install matplotlib"
         ) from error
-    figure = Figure(figsize=(width, height), layout="constrained")
-    return figure, list(figure.subplots(1, columns, squeeze=False)[0])
+    return Figure
 
 
 def _axes(ax: Axes | None, width: float = 7.0, height: float = 4.0) -> Axes:

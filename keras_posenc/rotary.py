@@ -11,6 +11,7 @@ from keras_posenc._checks import positions as _positions
 from keras_posenc._checks.options import ShapeMemo, check_table_options
 from keras_posenc._exact.rows import ComputedRows, decoding_range
 from keras_posenc._hf import config as _hf_config
+from keras_posenc._hf import layers as _hf_layers
 from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._rope import axes as _axes
 from keras_posenc._rope import inputs as _rotary_inputs
@@ -336,7 +337,7 @@ class RotaryEmbedding(PositionLayer):
         `rope_local_base_freq`), its defaults (DeepSeek-V3's
         `rope_interleave`, gpt-oss's YaRN, Phi's `partial_rotary_factor`),
         its pairing of features (`layout`), a wrapper's `text_config`
-        (Gemma 3, Qwen-VL, Qwen 3.5), and `rope_scaling` or
+        (Gemma 3, Qwen-VL, Qwen 3.5, Llava, Mistral 3), and `rope_scaling` or
         `rope_parameters` (transformers 5, possibly holding `rope_theta`
         and `partial_rotary_factor`, possibly per layer type) as
         `standardize_rope_params` completes them.
@@ -352,15 +353,20 @@ class RotaryEmbedding(PositionLayer):
         `rope_parameters`, is refused by name, but `"finetuned"`, which
         transformers ignores with a warning, as this does. A value that
         means no RoPE (Falcon's `alibi`, ESM's and Granite 4 hybrid's
-        `position_embedding_type`) is refused. A path must name a regular
+        `position_embedding_type`) is refused, as is a model without RoPE
+        (GPT-2, BERT: saying so; BLOOM, MPT: pointing to
+        `keras_posenc.AlibiBias.from_hf_config`). A path must name a regular
         file of at most 4 MiB, nested at most 16 levels deep.
 
         DeepSeek rotates the last `qk_rope_head_dim` features of each head
         (apply the layer to that slice); with `rope_interleave` its output
         lists the rotated even features, then the odd ones, where this
-        layer keeps each pair in place: the same attention scores. Gemma 3
-        and other models with per-layer RoPE take `layer_type`; SmolLM3's
-        `no_rope_layers` apply no RoPE at all.
+        layer keeps each pair in place: the same attention scores. Gemma 3,
+        OLMo-3 and other models with per-layer RoPE take `layer_type`, read
+        as their configuration class splits RoPE by layer type (OLMo-3's
+        `rope_scaling` is its full-attention layers' only). Layers whose
+        attention rotates nothing (SmolLM3's `no_rope_layers`, EXAONE-4's
+        global layers) are given by `layer_plan`.
 
         Args:
             config: dict (a `config.json`'s content), or the path of a
@@ -369,7 +375,7 @@ class RotaryEmbedding(PositionLayer):
                 Defaults to `None` (the pretraining length: unscaled).
             layer_type: str. The layer type (e.g. `"sliding_attention"`,
                 `"full_attention"`) of configs whose RoPE differs per layer
-                type (Gemma 3). Defaults to `None`.
+                type (Gemma 3, OLMo-3). Defaults to `None`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
                 one read from `config`.
 
@@ -390,6 +396,65 @@ class RotaryEmbedding(PositionLayer):
         (16, 'half')
         """
         return cls(**_hf_config.layer_arguments(config, seq_len, layer_type, kwargs))
+
+    @classmethod
+    def layer_plan(cls, config, *, seq_len=None, **kwargs):
+        """Each layer's RoPE of a Hugging Face model, None where it has none.
+
+        Some attentions skip RoPE on some layers (NoPE,
+        [Kazemnejad et al., 2023](https://arxiv.org/abs/2305.19466)):
+        EXAONE-4's global layers when it has a `sliding_window`, Cohere 2's
+        global layers, SmolLM3's `no_rope_layers`, the linear-attention
+        layers of Qwen3-Next. The plan has one entry per layer index
+        (`num_hidden_layers` of them): the `RotaryEmbedding` that layer's
+        attention applies, read with `from_hf_config(config,
+        layer_type=...)` for its entry of `layer_types` (one layer per layer
+        type, shared), or None where it rotates nothing. Only model types
+        whose plan was verified against transformers 5.24.0's attention
+        code (a tiny model of each, run by transformers, recording which
+        layers rotate and with what) are planned; any other is refused by
+        name, as is a config missing the keys the plan reads
+        (`num_hidden_layers`, `layer_types`, `no_rope_layers`).
+
+        Args:
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json` file or of a directory holding one.
+            seq_len: int. Serving length for `"dynamic"` and `"longrope"`.
+                Defaults to `None` (the pretraining length: unscaled).
+            **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
+                one read from `config`.
+
+        Returns:
+            A list of `num_hidden_layers` entries, each a `RotaryEmbedding`
+            or None.
+
+        Example:
+
+        >>> config = {
+        ...     "model_type": "exaone4",
+        ...     "hidden_size": 512,
+        ...     "num_attention_heads": 8,
+        ...     "num_hidden_layers": 4,
+        ...     "sliding_window": 4096,
+        ...     "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+        ... }
+        >>> plan = keras_posenc.RotaryEmbedding.layer_plan(config)
+        >>> [layer is not None for layer in plan]
+        [True, True, True, False]
+        >>> plan[0] is plan[1]
+        True
+        """
+        made: dict = {}
+        plan: list[RotaryEmbedding | None] = []
+        for entry in _hf_layers.plan_arguments(config, seq_len, kwargs):
+            if entry is None:
+                plan.append(None)
+                continue
+            layer_type, arguments = entry
+            if layer_type not in made:
+                made[layer_type] = cls(**arguments)
+            plan.append(made[layer_type])
+        return plan
 
     @property
     def max_wavelength(self) -> float:

@@ -9,6 +9,7 @@ import decimal
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -101,6 +102,68 @@ def test_unknown_package_attribute_is_an_attribute_error():
     # PEP 562 __getattr__ answers only for the public names.
     with pytest.raises(AttributeError, match="has no attribute 'SinusoidalEncoding'"):
         keras_posenc.SinusoidalEncoding  # noqa: B018
+
+
+# A dotted name as the README, the docs and the notebooks write it.
+DOCUMENTED_NAME = re.compile(r"\bkeras_posenc(?:\.[A-Za-z_]\w*)+")
+# Resolves each dotted name in argv after a plain `import keras_posenc`;
+# prints those that fail, and the submodules loaded before any lookup.
+_RESOLVE_SCRIPT = """
+import sys
+import keras_posenc
+print([m for m in ("keras_posenc.compat", "keras_posenc.plot") if m in sys.modules])
+for name in sys.argv[1:]:
+    found = keras_posenc
+    try:
+        for part in name.split(".")[1:]:
+            found = getattr(found, part)
+    except AttributeError as error:
+        print(f"{name}: {error}")
+"""
+
+
+def _documented_names():
+    """Every public `keras_posenc.<name>(.<name>)*` in the README, docs, notebooks."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [os.path.join(root, "README.md")]
+    for folder, suffix in (("docs", ".md"), ("notebooks", ".ipynb")):
+        paths += sorted(
+            os.path.join(root, folder, f)
+            for f in os.listdir(os.path.join(root, folder))
+            if f.endswith(suffix)
+        )
+    names = set()
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            names.update(DOCUMENTED_NAME.findall(f.read()))
+    # Private modules are the design page's, imported by name, never attributes.
+    return sorted(
+        name
+        for name in names
+        if not any(p.startswith("_") and not p.endswith("__") for p in name.split("."))
+    )
+
+
+@tensorflow_pass
+def test_every_dotted_name_the_docs_use_resolves_after_a_plain_import():
+    # `import keras_posenc`, then `keras_posenc.compat.use_exact` or
+    # `keras_posenc.plot.heatmap` as the README says, in a fresh process:
+    # each submodule loads on first use, as the public names do.
+    names = _documented_names()
+    assert {"keras_posenc.compat.use_exact", "keras_posenc.plot.heatmap"} <= set(names)
+    done = subprocess.run(
+        [sys.executable, "-c", _RESOLVE_SCRIPT, *names],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **QUIET},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["[]"], done.stdout
+
+
+def test_submodules_are_listed_by_dir():
+    # dir(keras_posenc) names the public submodules as it names the classes.
+    assert {"compat", "plot", "demo"} <= set(dir(keras_posenc))
 
 
 @keras3_pass
@@ -211,6 +274,39 @@ def test_unknown_or_abbreviated_options_name_the_command(
         f"unrecognized arguments: {unknown} (see keras-posenc {command} --help)"
     )
     assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize(
+    "argv, prog, unknown",
+    [
+        (["--vers"], "keras-posenc", "--vers"),
+        (["export", "enc", "--dep", "64"], "keras-posenc export", "--dep"),
+        (["export", "--dep=64", "enc"], "keras-posenc export", "--dep=64"),
+        (["plot", "--kin", "heatmap"], "keras-posenc plot", "--kin"),
+        (["--bogus", "plot", "--max-wavelength", "-5"], "keras-posenc", "--bogus"),
+    ],
+)
+def test_unknown_option_is_named_even_when_an_argument_is_missing(
+    workdir, capsys, argv, prog, unknown
+):
+    # A missing command or required flag (`--depth`) used to hide the
+    # mistake: "the following arguments are required". The unknown option is
+    # the user's mistake, named by the parser it was given to; a negative
+    # number is a value, not an option.
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"{prog}: error: unrecognized arguments: {unknown} (see {prog} --help)\n"
+    )
+
+
+def test_missing_argument_without_unknown_options_is_still_named(capsys):
+    # The scan for unknown options leaves argparse's own message otherwise.
+    code, _, err = run(capsys, "export", "enc", "--max-wavelength", "-5")
+    assert code == 1
+    assert error_line(err, "export") == (
+        "the following arguments are required: --depth (see keras-posenc export --help)"
+    )
 
 
 def test_unknown_option_before_the_command_names_the_program(capsys):
@@ -416,6 +512,20 @@ def test_plot_refuses_a_suffix_it_cannot_write(workdir, capsys, name):
         f".png, .svg, .pdf. Received: --out={name!r}"
     )
     assert not os.path.exists(name)
+
+
+def test_plot_without_matplotlib_is_one_line_before_keras(workdir, capsys, monkeypatch):
+    # Without matplotlib, `plot` says what to install at once: before Keras
+    # (and TensorFlow, 8-15 s) would be imported.
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    monkeypatch.setattr(cli._cli_process, "load_keras", _never("Keras imported"))
+    code, _, err = run(capsys, "plot", "--out", "pe.png")
+    assert code == 1
+    assert error_line(err, "plot") == (
+        "keras_posenc.plot needs matplotlib, which is not installed: "
+        "pip install matplotlib"
+    )
+    assert not os.path.exists("pe.png")
 
 
 def test_plot_precision_refuses_a_base_below_one(workdir, capsys):
@@ -952,6 +1062,8 @@ def test_demo_learns_exports_and_reloads_apart(tmp_path, capsys):
     assert report["steps"] <= demo.MAX_STEPS
     assert f"trained {report['steps']} steps in " in stdout
     assert "reloaded in a fresh process without keras_posenc" in stdout
+    assert cli._far_line(report["rope_errors_far"]) in stdout
+    assert report["rope_errors_far"]["keras_posenc"] <= TOL
     assert report["max_abs_difference"] <= cli.DEMO_TOLERANCE
     assert report["reload_shape"] == [64, 1]
     assert sorted(os.listdir(out)) == [
@@ -997,6 +1109,41 @@ def test_demo_without_tensorflow_keeps_the_keras_file_and_says_why(
         "model.keras",
         "report.json",
     ]
+
+
+def test_demo_far_position_errors_match_an_independent_float64_reference():
+    # The demo's line on why the library exists is measured, not written
+    # down: RoPE's cos/sin from 2**20 are within the bound here, and the
+    # usual float32 formula (angles p * w formed in float32) is as far off
+    # as the tests' own float64 reference says.
+    errors = demo.far_position_errors()
+    positions = np.arange(demo.FAR_POSITION, demo.FAR_POSITION + demo.FAR_WINDOW)
+    exact = reference(positions, demo.FAR_DIM)
+    omega = (10000.0 ** (-2.0 * np.arange(demo.FAR_DIM // 2) / demo.FAR_DIM)).astype(
+        np.float32
+    )
+    angle = positions.astype(np.float32)[:, None] * omega
+    usual = np.concatenate([np.sin(angle), np.cos(angle)], axis=1)
+    expected = np.abs(usual - np.concatenate([exact[:, 0::2], exact[:, 1::2]], 1))
+    assert errors["keras_posenc"] <= TOL
+    assert errors["float32_formula"] == pytest.approx(expected.max(), rel=1e-3)
+    assert errors["float32_formula"] > 1e-2
+
+
+def test_demo_far_line_compares_both_errors():
+    # The one line the demo prints from its report.
+    line = cli._far_line(
+        {
+            "positions": [2**20, 2**20 + 64],
+            "dim": 128,
+            "keras_posenc": 9.92e-8,
+            "float32_formula": 0.0590,
+        }
+    )
+    assert line == (
+        "RoPE cos/sin at positions 2**20 to 2**20 + 63 (dim 128), max error "
+        "against float64: keras_posenc 9.9e-08, the usual float32 formula 5.9e-02"
+    )
 
 
 def test_plural_counts():

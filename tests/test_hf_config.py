@@ -15,6 +15,7 @@ from _helpers import LLAMA3, to_numpy
 
 from keras_posenc._hf import architectures as _hf_architectures
 from keras_posenc._hf import config as _hf_config
+from keras_posenc._hf import layers as _hf_layers
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "hf")
@@ -139,7 +140,7 @@ def _read(case):
         return None
 
 
-def _disagreement(case, layer):
+def _disagreement(case, layer, arrays=SURVEY_FREQS):
     """What differs between `layer` and the module's facts (None: nothing)."""
     if "error" in case:
         return f"read, where transformers fails: {case['error']}"
@@ -159,7 +160,7 @@ def _disagreement(case, layer):
     if not math.isclose(factor, want["attention_factor"], rel_tol=1e-12):
         return f"attention factor {factor}, transformers {want['attention_factor']}"
     freqs = np.array(layer.rope_config.frequencies(dim))
-    hf = SURVEY_FREQS[want["inv_freq"]]
+    hf = arrays[want["inv_freq"]]
     if not np.allclose(freqs, hf, rtol=FREQ_RTOL, atol=0):
         return f"frequencies off by {np.max(np.abs(freqs / np.where(hf, hf, 1) - 1))}"
     return None
@@ -180,6 +181,11 @@ def test_supported_type_reads_its_defaults_as_its_own_module(model_type):
     # transformers rotary module.
     first = [c for c in BY_TYPE[model_type] if c["variant"] == "defaults"]
     assert first
+    if not _hf_architectures.ARCHITECTURES[model_type].bare:
+        # A wrapper whose bare config transformers fills with its own text
+        # defaults (Mistral 3): refused without `text_config`, read with one.
+        assert _read(first[0]) is None
+        first = [c for c in BY_TYPE[model_type] if c["variant"] == "theta"]
     for case in first:
         layer = _read(case)
         assert layer is not None, case["name"]
@@ -261,6 +267,213 @@ def test_cos_sin_within_2_5e7_of_the_module_at_long_positions(case):
     want_sin = _layout_order(np.sin(angles), layer.layout) * factor
     np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
     np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
+
+
+# -- RoPE split by layer type, with scalings (make_layers.py) --------------------------
+
+with open(os.path.join(GOLDEN, "layers.json")) as _f:
+    LAYERS = json.load(_f)
+LAYER_FREQS = np.load(os.path.join(GOLDEN, "layers.npz"))
+LAYER_TYPES = sorted({case["model_type"] for case in LAYERS["cases"]})
+
+
+def _nested_default(arch):
+    return any(isinstance(v, dict) for v in (arch.rope_parameters or {}).values())
+
+
+def test_layer_cases_cover_every_type_whose_rope_is_split_by_layer_type():
+    # Every supported type whose defaults nest RoPE by layer type, and every
+    # wrapper of one, has its scaled cases; the survey named the same release.
+    arches = _hf_architectures.ARCHITECTURES
+    split = {t for t, a in arches.items() if _nested_default(a)}
+    split |= {t for t, a in arches.items() if a.text in split}
+    assert split <= set(LAYER_TYPES)
+    assert {"olmo3", "gemma3_text", "modernbert", "dory"} <= split
+    assert LAYERS["transformers"] == SURVEY["transformers"]
+
+
+@pytest.mark.parametrize("model_type", LAYER_TYPES)
+def test_no_layer_type_is_read_from_another_layer(model_type):
+    # A rope_scaling beside layer_types, a top-level or own base, YaRN nested
+    # on one layer type, a flat rope_parameters: each layer type is read as
+    # transformers' own module computes it for that layer type, or refused.
+    cases = [c for c in LAYERS["cases"] if c["model_type"] == model_type]
+    wrong, exact = {}, 0
+    for case in cases:
+        layer = _read(case)
+        if layer is not None:
+            why = _disagreement(case, layer, LAYER_FREQS)
+            if why is not None:
+                wrong[case["name"]] = why
+            exact += why is None
+    assert not wrong
+    assert exact  # the cases are not all refused
+
+
+def test_olmo3_sliding_layers_keep_the_default_rope():
+    # Issue 37: OLMo-3's YaRN x8 (`rope_scaling`) is its full-attention
+    # layers' only; its sliding layers rotate by the plain base 500000.
+    layers = {}
+    for case in LAYERS["cases"]:
+        if case["name"].startswith("olmo3.published."):
+            layers[case["layer_type"]] = layer = _read(case)
+            assert _disagreement(case, layer, LAYER_FREQS) is None
+    sliding, full = layers["sliding_attention"], layers["full_attention"]
+    assert sliding.rope_scaling is None and sliding.max_wavelength == 500000
+    assert full.rope_scaling["rope_type"] == "yarn"
+    assert full.attention_factor == pytest.approx(1.2079441541679836, rel=1e-15)
+
+
+# -- layers without RoPE: the plan of a model (make_plans.py) --------------------------
+
+with open(os.path.join(GOLDEN, "plans.json")) as _f:
+    PLAN_CASES = [c for c in json.load(_f)["cases"] if "layers" in c]
+PLANNED = dict(_hf_layers.PLANS)
+
+
+def _plan(config):
+    try:
+        return RotaryEmbedding.layer_plan(config)
+    except ValueError:
+        return None
+
+
+def _same_layer(layer, want):
+    """Whether a planned entry is transformers' layer: None for None, else
+    its frequencies (each feature's angle at position 1, float32) and
+    attention factor within 1e-6."""
+    if layer is None or want is None:
+        return layer is None and want is None
+    freqs = np.array(layer.rope_config.frequencies(layer.rotary_dim))
+    if len(want["inv_freq"]) == 2 * len(freqs):
+        freqs = np.repeat(freqs, 2)
+    return (
+        len(freqs) == len(want["inv_freq"])
+        and np.allclose(np.sort(freqs), want["inv_freq"], rtol=0, atol=1e-6)
+        and abs(layer.attention_factor - want["factor"]) < 1e-6
+    )
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=[c["name"] for c in PLAN_CASES])
+def test_layer_plan_is_what_transformers_attention_does(case):
+    # Per layer of a tiny model run by transformers: no RoPE where its
+    # attention applies none, else the RoPE it applies; or refused.
+    plan = _plan(case["config"])
+    if case["model_type"] not in PLANNED:
+        assert plan is None
+        return
+    if plan is not None:
+        assert len(plan) == case["config"]["num_hidden_layers"]
+        assert all(map(_same_layer, plan, case["layers"]))
+
+
+def test_every_planned_type_has_a_case_planned_exactly():
+    planned = {c["model_type"] for c in PLAN_CASES if _plan(c["config"]) is not None}
+    assert planned == set(PLANNED)
+    assert {"exaone4", "smollm3", "cohere2", "qwen3_next", "olmo3"} <= planned
+
+
+def test_exaone4_global_layers_have_no_rope_with_a_sliding_window():
+    # Issue 37: EXAONE-4 with `sliding_window` rotates its sliding layers
+    # only; each entry is from_hf_config's layer of that layer type, one
+    # per layer type.
+    config = {
+        "model_type": "exaone4",
+        "hidden_size": 512,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 8,
+        "sliding_window": 4096,
+        "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 2,
+    }
+    plan = RotaryEmbedding.layer_plan(config, name="rope")
+    assert [layer is None for layer in plan] == [False, False, False, True] * 2
+    assert all(layer is plan[0] for layer in plan if layer is not None)
+    alone = RotaryEmbedding.from_hf_config(
+        config, layer_type="sliding_attention", name="rope"
+    )
+    assert plan[0].get_config() == alone.get_config()
+    config["sliding_window"] = None
+    assert None not in RotaryEmbedding.layer_plan(config)
+
+
+def test_olmo3_plan_gives_sliding_and_full_layers_their_own_rope():
+    case = next(c for c in PLAN_CASES if c["name"] == "olmo3.published")
+    plan = RotaryEmbedding.layer_plan(case["config"])
+    assert plan[3].rope_scaling["rope_type"] == "yarn"
+    assert plan[0].rope_scaling is None and plan[0] is plan[4]
+
+
+_EXAONE = {
+    "model_type": "exaone4",
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "sliding_window": 8,
+    "layer_types": ["sliding_attention", "full_attention"],
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (
+            {"model_type": "cohere2_moe", "head_dim": 64},
+            r"`model_type`, expected a model type whose layers without RoPE are"
+            r" verified against transformers .*'cohere2_moe' is not one of"
+            r" them. Read each layer with from_hf_config\(config,"
+            r" layer_type=\.\.\.\)",
+        ),
+        (
+            {k: v for k, v in _EXAONE.items() if k != "num_hidden_layers"},
+            r"`num_hidden_layers`, expected a positive integer <= 65536."
+            r" Received: num_hidden_layers=None",
+        ),
+        (
+            {**_EXAONE, "layer_types": ["sliding_attention"]},
+            r"`layer_types`, expected a list of num_hidden_layers=2 layer type names",
+        ),
+        (
+            {k: v for k, v in _EXAONE.items() if k != "sliding_window"},
+            r"`config`, expected a 'sliding_window' key \(null or an integer",
+        ),
+        (
+            {**_EXAONE, "layer_types": ["sliding_attention", "mamba"]},
+            r"`layer_types`, expected layer types among \['full_attention',"
+            r" 'sliding_attention'\]. Received: layer_types='mamba'",
+        ),
+        (
+            {
+                "model_type": "cohere2",
+                **{k: v for k, v in _EXAONE.items() if k != "model_type"},
+                "sliding_window": None,
+            },
+            r"`sliding_window`, expected an integer \(Cohere 2 rotates its sliding"
+            r" layers only\)",
+        ),
+        (
+            {
+                "model_type": "smollm3",
+                "head_dim": 64,
+                "num_hidden_layers": 2,
+                "layer_types": ["full_attention"] * 2,
+            },
+            r"`no_rope_layers`, expected a list of 2 flags \(1: the layer uses"
+            r" RoPE, 0: it does not\), one per layer. Received: no_rope_layers=None",
+        ),
+        (
+            {
+                "model_type": "smollm3",
+                "head_dim": 64,
+                "num_hidden_layers": 2,
+                "layer_types": ["full_attention"] * 2,
+                "no_rope_layers": [1, 2],
+            },
+            r"`no_rope_layers`, expected flags 0 or 1",
+        ),
+    ],
+)
+def test_layer_plan_refuses_what_it_cannot_plan(config, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding.layer_plan(config)
 
 
 def test_docs_page_is_generated_from_the_table():
@@ -426,6 +639,59 @@ def test_a_model_type_outside_the_table_is_refused_by_name():
         r"Received: model_type='my_new_model'",
     ):
         RotaryEmbedding.from_hf_config(config)
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "bert", "gpt_bigcode", "t5"])
+def test_a_model_without_rope_is_refused_saying_so(model_type):
+    with pytest.raises(
+        ValueError,
+        match=rf"`model_type`, expected a model type with RoPE; in `config`,"
+        rf" '{model_type}' has no RoPE: it adds learned",
+    ):
+        RotaryEmbedding.from_hf_config({"model_type": model_type, "head_dim": 64})
+
+
+@pytest.mark.parametrize("model_type", ["bloom", "mpt", "jais"])
+def test_an_alibi_model_is_refused_pointing_to_the_alibi_bias(model_type):
+    with pytest.raises(
+        ValueError,
+        match=rf"'{model_type}' has no RoPE: it biases attention scores with ALiBi"
+        r" instead: build that bias with"
+        r" keras_posenc.AlibiBias.from_hf_config\(config\)",
+    ):
+        RotaryEmbedding.from_hf_config({"model_type": model_type, "head_dim": 64})
+
+
+def test_no_rope_types_are_outside_the_verified_table():
+    no_rope = set(_hf_architectures.NO_ROPE)
+    assert not no_rope & set(_hf_architectures.ARCHITECTURES)
+    assert not no_rope & set(_hf_architectures.REFUSED)
+
+
+def test_legacy_mrope_type_beside_default_rope_type_is_read():
+    # Issue 37: some Qwen2.5-VL files hold {"type": "mrope", "rope_type":
+    # "default"}; transformers reads the default RoPE with its sections (the
+    # survey's qwen2_5_vl.legacy_mrope case holds it to the module).
+    case = next(c for c in BY_TYPE["qwen2_5_vl"] if c["variant"] == "legacy_mrope")
+    layer = _read(case)
+    assert layer is not None and _disagreement(case, layer) is None
+    assert layer.rope_scaling["mrope_section"] == [16, 24, 24]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "text_type"), [("llava", "llama"), ("mistral3", "mistral")]
+)
+def test_a_wrapper_reads_its_text_model_from_text_config(model_type, text_type):
+    # Issue 37: wrappers of a supported text model (their survey cases hold
+    # them to the text model's own module) read `text_config` as that model.
+    text = {"hidden_size": 5120, "num_attention_heads": 32, "head_dim": 128}
+    text["rope_theta"] = 1e9
+    wrapped = {"model_type": model_type, "text_config": text}
+    direct = {"model_type": text_type, **text}
+    assert _arguments(RotaryEmbedding.from_hf_config(wrapped)) == _arguments(
+        RotaryEmbedding.from_hf_config(direct)
+    )
+    assert _hf_architectures.ARCHITECTURES[model_type].text == text_type
 
 
 def test_without_model_type_the_standard_keys_are_read_as_llama_reads_them():
@@ -645,7 +911,8 @@ BAD = [
         "falcon-alibi",
         {"model_type": "falcon", "alibi": True},
         {},
-        r"`alibi`, expected false or null \(with ALiBi, Falcon uses no RoPE\)."
+        r"`alibi`, expected false or null \(with ALiBi, Falcon uses no RoPE:"
+        r" build its bias with keras_posenc.AlibiBias.from_hf_config\(config\)\)."
         r" Received: alibi=True",
     ),
     (
@@ -673,7 +940,8 @@ BAD = [
         {"model_type": "esm", "position_embedding_type": "absolute"},
         {},
         r"`position_embedding_type`, expected 'rotary' \(ESM uses RoPE only then;"
-        r" its default is 'absolute'\). Received: position_embedding_type='absolute'",
+        r" its default, 'absolute', adds learned absolute position embeddings: no"
+        r" RoPE\). Received: position_embedding_type='absolute'",
     ),
     (
         "falcon-n-head",
@@ -712,6 +980,35 @@ BAD = [
         r"`rope_parameters`, expected a dict per layer type \('full_attention',"
         r" 'sliding_attention'\): transformers' gemma3_text rotary module reads"
         r" only those",
+    ),
+    (
+        "llama-4-scaling-beta",
+        _with(
+            LLAMA,
+            max_position_embeddings=16384,
+            rope_scaling=_with(YARN, llama_4_scaling_beta=0.1),
+        ),
+        {},
+        r"`rope_scaling`, expected no 'llama_4_scaling_beta' key: Ministral 3 and"
+        r" Llama 4 scale the queries by 1 \+ beta \* log\(1 \+ floor\(position /"
+        r" original_max_position_embeddings\)\) after RoPE, which a RoPE layer"
+        r" cannot express \(scale them in the attention\)",
+    ),
+    (
+        "mistral3-without-text-config",
+        {"model_type": "mistral3"},
+        {},
+        r"`text_config`, expected a dict \(the text model of model_type"
+        r" 'mistral3'; without one, transformers builds mistral3's own text"
+        r" defaults, not read here\). Received: text_config=None",
+    ),
+    (
+        "dory-flat-scaling",
+        {"model_type": "dory", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+        {"layer_type": "full_attention"},
+        r"`rope_scaling`, expected a dict per layer type in 'rope_parameters'"
+        r" \(\['full_attention', 'sliding_attention'\]\): transformers' dory reads"
+        r" its RoPE per layer type",
     ),
     (
         "gemma3-scaling-without-full-dict",

@@ -8,12 +8,18 @@ the encoding, round-trip differences, precision figures), so a notebook
 that stops making its point fails here.
 """
 
+import configparser
 import glob
+import importlib.metadata
 import importlib.util
 import os
+import re
+import sys
 
 import pytest
 from _helpers import BACKEND, LEGACY
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -112,6 +118,64 @@ def test_notebook_needs_no_path_tricks_and_no_downloads(path):
     source = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
     for banned in ("sys.path", "urlopen", "requests.", "wget", "get_file(", "!pip"):
         assert banned not in source, banned
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_notebook_markdown_writes_powers_as_code_or_maths(path):
+    # `2**30 + 7 against 2**30` in prose renders as a bold "30 + 7 against 2":
+    # powers go in backticks or $...$.
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            prose = re.sub(r"`[^`]*`|\$[^$]*\$", "", cell.source)
+            assert not re.search(r"\w\*\*\w", prose), cell.source
+
+
+def _imported_modules(path):
+    """The top-level modules a notebook's code cells import."""
+    source = "\n".join(
+        cell.source
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "code"
+    )
+    found = re.findall(r"^\s*(?:import|from)\s+(\w+)", source, re.MULTILINE)
+    return set(found) - set(sys.stdlib_module_names) - {"keras_posenc"}
+
+
+def _installed_with(requirements):
+    """Distributions `requirements` install, with theirs (as installed here)."""
+    wanted = [Requirement(r) for r in requirements]
+    seen = set()
+    while wanted:
+        requirement = wanted.pop()
+        name = canonicalize_name(requirement.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            required = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for line in required:
+            nested = Requirement(line)
+            if nested.marker is None or nested.marker.evaluate({"extra": ""}):
+                wanted.append(nested)
+    return seen
+
+
+def test_notebook_extra_brings_every_module_the_notebooks_import():
+    # `pip install ".[notebook]"` (the README's command) is enough to run
+    # every notebook: each module they import comes with the package or the
+    # extra (notebook 04's keras_hub was missing), and Jupyter to open them.
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "setup.cfg"))
+    extra = config["options.extras_require"]["notebook"].split()
+    brought = _installed_with(config["options"]["install_requires"].split() + extra)
+    assert "jupyterlab" in brought
+    providers = importlib.metadata.packages_distributions()
+    for path in NOTEBOOKS:
+        for module in sorted(_imported_modules(path)):
+            names = {canonicalize_name(d) for d in providers.get(module, [module])}
+            assert names & brought, f"{os.path.basename(path)} imports {module}"
 
 
 @pytest.mark.slow

@@ -90,6 +90,33 @@ def test_readme_command_lines_use_existing_flags():
         assert not unknown, f"README line {line}: {name} has no {unknown}"
 
 
+def test_readme_quick_test_command_selects_existing_tests_and_ci_runs_all(
+    pytestconfig,
+):
+    # Quickstart command 2 is a quick subset (paths and a marker
+    # expression): its paths exist and its markers are declared; CI's
+    # first step is the whole suite, not the README's command.
+    commands = [
+        c.split("python -m pytest", 1)[1]
+        for _, source in blocks("bash")
+        for c in source.replace("\\\n", " ").splitlines()
+        if "python -m pytest" in c
+    ]
+    quick = [shlex.split(c) for c in commands if c.strip()]
+    assert len(quick) == 1, commands
+    (words,) = quick
+    assert words[0] == "-m", words
+    declared = {m.split(":")[0] for m in pytestconfig.getini("markers")}
+    assert set(words[1].split()) - {"and", "or", "not"} <= declared, words[1]
+    paths = words[2:]
+    assert paths and all(os.path.exists(os.path.join(ROOT, p)) for p in paths), paths
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = f.read()
+    assert re.search(
+        r'^python -m pip install -q -e "\.\[test\]" && python -m pytest$', ci, re.M
+    )
+
+
 def _requirements():
     """setup.cfg's requirements without TensorFlow, and its backend extras."""
     config = configparser.ConfigParser()
@@ -122,9 +149,12 @@ def test_readme_install_without_tensorflow_matches_setup_cfg():
 
 def test_changelog_newest_release_is_this_version():
     # The version that --version and the wheel report is the CHANGELOG's
-    # newest entry, released (dated), not "unreleased".
+    # newest release (dated), below the changes not yet released.
     with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
-        newest = next(line for line in f if line.startswith("## "))
+        # `## Unreleased` (changes not released yet) may come first.
+        newest = next(
+            line for line in f if line.startswith("## ") and line != "## Unreleased\n"
+        )
     assert re.fullmatch(
         rf"## {re.escape(keras_posenc.__version__)} \(\d{{4}}-\d\d-\d\d\)\n", newest
     ), newest

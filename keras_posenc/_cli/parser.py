@@ -5,6 +5,7 @@ nothing but argparse and the option tables: no Keras, no TensorFlow.
 """
 
 import argparse
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -31,6 +32,8 @@ Any error prints one line on stderr and exits with status 1; Ctrl-C exits
 with status 130.
 """
 PLOT_KINDS = ("heatmap", "wavelengths", "similarity", "precision")
+# A negative number is a value, not an option (as argparse reads it).
+_NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+([eE][-+]?\d+)?")
 # argparse %-formats option help (for `%(default)s`): a literal % is %%.
 _TARGET_PERCENT = f"{demo.TARGET_ACCURACY:.0%}".replace("%", "%%")
 
@@ -61,7 +64,13 @@ class _Parser(argparse.ArgumentParser):
         list the command's options.
         """
         argv = list(args) if args is not None else sys.argv[1:]
-        parsed, unknown = self.parse_known_args(argv, namespace)
+        try:
+            parsed, unknown = self.parse_known_args(argv, namespace)
+        except UsageError:
+            # A missing argument hides an unknown option (`--vers`, or
+            # `export enc --dep 64`): name the option, the user's mistake.
+            self._refuse_unknown_options(argv)
+            raise
         if unknown:
             command = getattr(parsed, "command", None)
             prog = self.prog
@@ -72,6 +81,29 @@ class _Parser(argparse.ArgumentParser):
                 f"unrecognized arguments: {' '.join(unknown)} (see {prog} --help)",
             )
         return parsed
+
+    def _refuse_unknown_options(self, argv: list[str]) -> None:
+        """Raises `UsageError` naming the options in `argv` no parser takes."""
+        commands: dict[str, argparse.ArgumentParser] = {}
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                commands = action.choices
+        parser: argparse.ArgumentParser = self
+        unknown: dict[str, list[str]] = {}  # by the prog that reports them
+        for word in argv:
+            if parser is self and word in commands:
+                parser = commands[word]
+            elif (
+                word.startswith("-")
+                and not _NUMBER.fullmatch(word)
+                and word.split("=", 1)[0] not in parser._option_string_actions
+            ):
+                unknown.setdefault(parser.prog, []).append(word)
+        if unknown:
+            prog, words = next(iter(unknown.items()))  # the first parser's
+            raise UsageError(
+                prog, f"unrecognized arguments: {' '.join(words)} (see {prog} --help)"
+            )
 
 
 def _integer(text: str) -> int:
@@ -175,11 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser(
         "plot",
-        help="draw the sinusoidal encoding (needs the 'plot' extra)",
+        help="draw the sinusoidal encoding (needs matplotlib)",
         description="Draws one picture of the sinusoidal encoding to FILE, "
         "written atomically in an existing directory, in the format its suffix "
-        "names (.png, .svg or .pdf). Needs matplotlib: "
-        "pip install 'keras-posenc[plot]'.",
+        "names (.png, .svg or .pdf). Needs matplotlib: pip install matplotlib.",
     )
     plot.add_argument("--kind", choices=PLOT_KINDS, default=PLOT_KINDS[0])
     plot.add_argument(

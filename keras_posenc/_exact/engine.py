@@ -377,9 +377,9 @@ class Encoder:
         ``64 * floor(first / 64)`` are computed once and kept (`kept`), so
         the next steps (and every layer sharing this encoder) read them,
         with the bits of `rows`, without running the engine; `steps` holds
-        them one by one (``[1, C]`` each, split in one op), so a
-        one-position step costs no op at all (a TF eager slice costs more
-        than a plain Keras layer's whole call). Several sessions decoding
+        them one by one (``[1, C]`` each, split once, when the block is
+        made), so a one-position step costs no op at all (a TF eager slice
+        costs more than a plain Keras layer's whole call). Several sessions decoding
         at once each keep their block (one per base). A longer span (a
         prompt, which every layer of a model asks for in turn) is kept the
         same way, from ``64 * floor(first / 64)``, with `steps` empty; see

@@ -26,6 +26,7 @@ from typing import Any
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf.model_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
+from keras_posenc._hf.splits import GEMMA3, GEMMA3_TYPES, MODERNBERT, OLMO3, LayerSplit
 
 _FROZEN = types.MappingProxyType
 # The standardized keys, as transformers' configs name them.
@@ -74,8 +75,11 @@ class Architecture:
         text: the `model_type` of its `text_config` (multimodal wrappers).
         lift: without a `text_config`, the top-level keys are the text
             config's (Qwen2-VL); else the text config's defaults apply.
-        local_theta: ``(key, default)``: the base of `sliding_attention`
-            layers, read from its own key (Gemma 3's `rope_local_base_freq`).
+        bare: whether, without a `text_config`, transformers gives the
+            wrapper its text model's own defaults (Mistral 3 builds its
+            own: a config without `text_config` is refused).
+        layers: how its configuration class splits RoPE by layer type
+            (`LayerSplit`: Gemma 3, OLMo-3, ModernBERT), or None.
         rope_parameters: the `rope_parameters` used when none is given.
         renamed: legacy `rope_type` values it maps (Phi-3's `"su"`).
         requires: `Requirement`s: a value that means no RoPE (ALiBi,
@@ -93,7 +97,8 @@ class Architecture:
     interleaved: bool = False
     text: str | None = None
     lift: bool = False
-    local_theta: tuple | None = None
+    bare: bool = True
+    layers: LayerSplit | None = None
     rope_parameters: Mapping | None = None
     renamed: Mapping[str, str] = dataclasses.field(default_factory=dict)
     requires: tuple = ()
@@ -118,11 +123,8 @@ def _is_int(value):
 # GPT-J and CodeGen: a sin/cos table of `rotary_dim` features; nothing else.
 _GPTJ = {
     "defaults": {"rotary_dim": 64},
-    "ignored": (
-        "rope_theta",
-        "rope_scaling",
-        "rope_parameters",
-        "partial_rotary_factor",
+    "ignored": tuple(
+        "rope_theta rope_scaling rope_parameters partial_rotary_factor".split()
     ),
     "requires": (
         Requirement(
@@ -142,10 +144,11 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
     {
         "qwen2_vl": {"lift": True},
         "qwen2_5_vl": {"lift": True},
-        "gemma3_text": {
-            "defaults": {"rope_theta": 1e6},
-            "local_theta": ("rope_local_base_freq", 10000.0),
-        },
+        **dict.fromkeys(
+            GEMMA3_TYPES, {"defaults": {"rope_theta": 1e6}, "layers": GEMMA3}
+        ),
+        **dict.fromkeys(("modernbert", "modernbert-decoder"), {"layers": MODERNBERT}),
+        "olmo3": {"layers": OLMO3},
         "phi3": {"renamed": _FROZEN({"su": "longrope", "yarn": "longrope"})},
         "gpt_neox": _NEOX,
         "gpt_neox_japanese": _NEOX,
@@ -159,7 +162,8 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
                     "alibi",
                     False,
                     _one_of(False, None),
-                    "false or null (with ALiBi, Falcon uses no RoPE)",
+                    "false or null (with ALiBi, Falcon uses no RoPE: build its "
+                    "bias with keras_posenc.AlibiBias.from_hf_config(config))",
                 ),
             ),
         },
@@ -171,7 +175,8 @@ QUIRKS: Mapping[str, Mapping[str, Any]] = _FROZEN(
                     "position_embedding_type",
                     "absolute",
                     _one_of("rotary"),
-                    "'rotary' (ESM uses RoPE only then; its default is 'absolute')",
+                    "'rotary' (ESM uses RoPE only then; its default, 'absolute', "
+                    "adds learned absolute position embeddings: no RoPE)",
                 ),
             ),
         },
@@ -208,6 +213,7 @@ def _architecture(model_type, entry):
         "interleaved": entry.get("interleaved", False),
         "renamed": _VL_RENAMED if section is not None else {},
         "rope_types": tuple(entry["rope_types"]),
+        "bare": entry.get("bare", True),
     }
     return Architecture(defaults, **{**fields, **quirks})
 
@@ -230,18 +236,44 @@ ARCHITECTURES = _FROZEN(
 
 # What a wrapper's top level may not hold: its text config's keys.
 _TEXT_KEYS = (
-    "rope_theta",
-    "rope_scaling",
-    "rope_parameters",
-    "partial_rotary_factor",
-    "head_dim",
-    "hidden_size",
-    "num_attention_heads",
+    "rope_theta rope_scaling rope_parameters partial_rotary_factor head_dim "
+    "hidden_size num_attention_heads"
+).split()
+
+
+_ALIBI = (
+    "it biases attention scores with ALiBi instead: build that bias with "
+    "keras_posenc.AlibiBias.from_hf_config(config)"
+)
+_LEARNED = "it adds learned or absolute position embeddings to its inputs instead"
+_RELATIVE = "it adds learned relative position biases to its attention scores instead"
+# Model types without RoPE, and what they use instead.
+_BAICHUAN = (
+    "its 13B models use ALiBi (keras_posenc.AlibiBias.from_hf_config(config)), "
+    "its 7B models Llama's RoPE (drop `model_type` to read their standard keys)"
+)
+# Model types without RoPE, and what they use instead.
+NO_ROPE = _FROZEN(
+    {
+        **dict.fromkeys("bloom mpt jais".split(), _ALIBI),
+        "baichuan": _BAICHUAN,
+        **dict.fromkeys(
+            "gpt2 gpt_bigcode gpt_neo opt bert roberta xlm-roberta distilbert "
+            "electra albert bart mbart biogpt whisper".split(),
+            _LEARNED,
+        ),
+        **dict.fromkeys("t5 mt5 umt5 longt5 deberta deberta-v2".split(), _RELATIVE),
+    }
 )
 
 
 def _unverified(model_type):
     """The error for a `model_type` outside the verified table."""
+    if model_type in NO_ROPE:
+        no = f"in `config`, {model_type!r} has no RoPE: {NO_ROPE[model_type]}"
+        return _arguments.invalid(
+            "model_type", f"a model type with RoPE; {no}", model_type
+        )
     why = REFUSED.get(model_type)
     if why is None:
         why = "it is not one of them"
@@ -290,6 +322,12 @@ def resolve(config):
     text = config.get("text_config")
     if text is None and arch.lift:
         return arch.text, ARCHITECTURES[arch.text], config
+    if text is None and not arch.bare:
+        expected = (
+            f"a dict (the text model of model_type {model_type!r}; without one, "
+            f"transformers builds {model_type}'s own text defaults, not read here)"
+        )
+        raise _arguments.invalid("text_config", expected, None)
     if text is not None and not isinstance(text, dict):
         expected = f"None or a dict (the text model of model_type {model_type!r})"
         raise _arguments.invalid("text_config", expected, shortened(text))
@@ -301,9 +339,12 @@ def _reads(arch):
     """What a model type reads in its own way, for the docs."""
     notes = [f"`{raw}` for `{key}`" for raw, key in arch.aliases]
     if arch.text is not None:
-        notes.append(f"its `text_config` (`{arch.text}`)")
-    if arch.local_theta is not None:
-        notes.append(f"`{arch.local_theta[0]}` for sliding layers")
+        need = "" if arch.bare else ", needed"
+        notes.append(f"its `text_config` (`{arch.text}`{need})")
+    if arch.layers is not None:
+        scaled = " and ".join(f"`{t}`" for t in arch.layers.scaled)
+        notes.append(f"`rope_scaling` for {scaled} layers")
+        notes += [f"`{key}` for `{t}`" for t, key, _ in arch.layers.bases if key]
     if not isinstance(arch.layout, str):
         notes.append(f"`{arch.layout[0]}` for the pairing")
     notes += [f"`{need.key}`: {need.why}" for need in arch.requires]

@@ -24,6 +24,7 @@ import warnings
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf import config_file as _hf_json
+from keras_posenc._hf import splits as _hf_splits
 from keras_posenc._hf.architectures import TRANSFORMERS_VERSION, resolve
 
 _ORIG = "original_max_position_embeddings"
@@ -91,10 +92,6 @@ def _top_level(arch, config):
     return values, names
 
 
-def _copy(params):
-    return {k: dict(v) if isinstance(v, dict) else v for k, v in params.items()}
-
-
 def _rope_dict(arch, config):
     """`rope_scaling` (it wins, as in transformers) or `rope_parameters`: a copy."""
     shadowed, given = _shadowed(arch), {}
@@ -115,45 +112,8 @@ def _rope_dict(arch, config):
         )
         raise _arguments.invalid("rope_parameters", expected, shortened(given))
     for name, value in given.items():
-        return name, _copy(value)
-    return None, _copy(arch.rope_parameters or {})
-
-
-def _local_layers(model_type, arch, config, values):
-    """Gemma 3: one dict per layer type; `rope_scaling` updates the
-    full-attention one, sliding layers take their own base
-    (`rope_local_base_freq`), as its `convert_rope_params_to_dict` does."""
-    given = config.get("rope_parameters")
-    if given is None:
-        default = {"rope_type": "default"}
-        given = {"full_attention": default, "sliding_attention": default}
-    if not isinstance(given, dict) or any(
-        not isinstance(v, dict) for v in given.values()
-    ):
-        expected = (
-            f"a dict per layer type ('full_attention', 'sliding_attention'): "
-            f"transformers' {model_type} rotary module reads only those"
-        )
-        raise _arguments.invalid("rope_parameters", expected, shortened(given))
-    params = _copy(given)
-    scaling = config.get("rope_scaling")
-    if scaling is not None:
-        if not isinstance(scaling, dict) or "full_attention" not in params:
-            expected = (
-                "None, or a dict that updates rope_parameters['full_attention'] "
-                f"(transformers' {model_type} reads it there)"
-            )
-            raise _arguments.invalid("rope_scaling", expected, shortened(scaling))
-        params["full_attention"].update(scaling)
-    key, default = arch.local_theta
-    local_theta = config.get(key)
-    for layer_type in ("full_attention", "sliding_attention"):
-        params.setdefault(layer_type, {"rope_type": "default"})
-    params["full_attention"].setdefault("rope_theta", values["rope_theta"])
-    params["sliding_attention"].setdefault(
-        "rope_theta", default if local_theta is None else local_theta
-    )
-    return "rope_parameters", params
+        return name, _hf_splits.copy_params(value)
+    return None, _hf_splits.copy_params(arch.rope_parameters or {})
 
 
 def _select_layer(params, config, layer_type):
@@ -180,7 +140,14 @@ def _rope_type(model_type, arch, name, params):
     renames it)`` (transformers completes the lengths before renaming)."""
     given = params.pop("rope_type", None)
     legacy = params.pop("type", None)
-    if given is not None and legacy is not None and given != legacy:
+    # Qwen2-VL files hold {"type": "mrope", "rope_type": "default"}: the same
+    # RoPE once the model renames "mrope".
+    renamed = arch.renamed.get
+    if (
+        given is not None
+        and legacy is not None
+        and renamed(given, given) != renamed(legacy, legacy)
+    ):
         expected = "'rope_type' and 'type' to agree (transformers reads 'rope_type')"
         raise _arguments.invalid(name, expected, {"rope_type": given, "type": legacy})
     raw = given or legacy or "default"
@@ -202,6 +169,14 @@ def _check_keys(model_type, arch, name, params):
             "ignored here too.",
             stacklevel=5,
         )
+    if "llama_4_scaling_beta" in params:
+        expected = (
+            "no 'llama_4_scaling_beta' key: Ministral 3 and Llama 4 scale the "
+            "queries by 1 + beta * log(1 + floor(position / "
+            "original_max_position_embeddings)) after RoPE, which a RoPE layer "
+            "cannot express (scale them in the attention)"
+        )
+        raise _arguments.invalid(name, expected, shortened(params))
     if "seq_len" in params:
         expected = "no 'seq_len' key (the serving length is the `seq_len` argument)"
         raise _arguments.invalid(name, expected, shortened(params))
@@ -319,10 +294,11 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         )
     model_type, arch, config = resolve(_hf_json.load(config))
     values, names = _top_level(arch, config)
-    if arch.local_theta is not None:
-        name, params = _local_layers(model_type, arch, config, values)
+    if arch.layers is not None:
+        name, params = _hf_splits.split_layers(model_type, arch, config)
     else:
         name, params = _rope_dict(arch, config)
+        _hf_splits.check_per_layer(model_type, arch, name, params)
     default, name = name is None, name or "rope_parameters"
     params, nested = _select_layer(params, config, layer_type)
     given_type, rope_type = _rope_type(model_type, arch, name, params)

@@ -6,15 +6,16 @@ project dependency; the tests read only the files this writes)::
     python tests/golden/hf/make_survey.py
 
 For each model type whose transformers modeling module defines a
-``*RotaryEmbedding`` class, this builds raw `config.json` dicts (the bare
-``{"model_type": ...}``, and variants: other sizes, a top-level
-`rope_theta`, `partial_rotary_factor`, each `rope_type` as `rope_scaling`
-and as `rope_parameters`, one dict per layer type), loads each as
-transformers loads a file (``from_dict``), and runs that type's own rotary
-module in float64 (torch's float32 requests are turned into float64 while
-it runs) at positions 0..4095, 131072 +- 64 and 10**6 +- 64. A random query
-is then rotated by the function its attention calls
-(``apply_rotary_pos_emb``, DeepSeek's interleaved or complex forms), and
+``*RotaryEmbedding`` class, and each composite type whose default text
+model is one (`wrapper_types`: Llava, Mistral 3, ...), this builds raw
+`config.json` dicts (the bare ``{"model_type": ...}``, and variants:
+other sizes, a top-level `rope_theta`, `partial_rotary_factor`, each
+`rope_type` as `rope_scaling` and as `rope_parameters`, one dict per layer
+type), loads each as transformers loads a file (``from_dict``), and runs
+that type's own rotary module in float64 (torch's float32 requests are
+turned into float64 while it runs) at positions 0..4095, 131072 +- 64
+and 10**6 +- 64. A random query is then rotated by the function its
+attention calls (``apply_rotary_pos_emb``, DeepSeek's interleaved or complex forms), and
 the rotation is matched against the four RoPE rotations (pairs ``(i, i +
 d/2)`` or ``(2i, 2i + 1)``, by plus or minus the angle) built from the
 module's own float64 frequencies and attention factor. Per case it keeps
@@ -160,6 +161,23 @@ def rotary_types():
             rest = [c for c in classes if c not in text]
             ordered = text + [c for c in rest if not _OTHER_PARTS.search(c.__name__)]
             found[model_type] = (module, ordered)
+    return found
+
+
+def wrapper_types(types):
+    """``{model_type: (None, None)}`` of each composite type without a rotary
+    module of its own whose default text model has one (Llava, Mistral 3):
+    it is surveyed through its `text_config`, as transformers builds it."""
+    found = {}
+    for model_type in CONFIG_MAPPING_NAMES:
+        if model_type in types:
+            continue
+        try:
+            text_type = composite(model_type)
+        except Exception:  # a config that needs extras, or fails on defaults
+            continue
+        if text_type in types:
+            found[model_type] = (None, None)
     return found
 
 
@@ -468,6 +486,19 @@ EXTRA = {
             },
         ),
     ],
+    "qwen2_5_vl": [
+        (
+            # what some published files hold: the legacy "mrope" beside "default"
+            "legacy_mrope",
+            {
+                "rope_scaling": {
+                    "type": "mrope",
+                    "mrope_section": [16, 24, 24],
+                    "rope_type": "default",
+                }
+            },
+        )
+    ],
     "qwen2_vl": [
         (
             "lifted",
@@ -668,7 +699,8 @@ def run_survey(only=None):
         cases = [c for c in old["cases"] if c["model_type"] not in only]
         failed = {t: why for t, why in old["failed"].items() if t not in only}
     types = rotary_types()
-    for model_type, (module, classes) in sorted(types.items()):
+    every = {**types, **wrapper_types(types)}
+    for model_type, (module, classes) in sorted(every.items()):
         if only and model_type not in only:
             continue
         print(model_type, file=sys.stderr, flush=True)
@@ -708,6 +740,9 @@ REASONS = {
     "nanochat": "its attention rotates by minus the angle (rotate_half is "
     "cat(x2, -x1))",
     "llama4": "chunked attention with interleaved complex RoPE and NoPE layers",
+    "ministral3": "its attention scales the queries by 1 + llama_4_scaling_beta "
+    "* log(1 + floor(position / original_max_position_embeddings)) after RoPE, "
+    "which a RoPE layer cannot express",
     "llama4_text": "chunked attention with interleaved complex RoPE and NoPE layers",
 }
 
@@ -733,13 +768,16 @@ def entry(model_type, cases):
     config_class = CONFIG_MAPPING[model_type]
     text_type = composite(model_type)
     if text_type is not None:
-        return {
+        found = {
             "text": text_type,
             "partial": False,
             "layout": "half",
             "defaults": {},
             "rope_types": ROPE_TYPES,
         }
+        if not bare(model_type, text_type):
+            found["bare"] = False
+        return found
     fields = _field_defaults(config_class)
     default = text_config(load(_raw(model_type, None, {})))
     params = getattr(default, "rope_parameters", None) or {}
@@ -817,6 +855,25 @@ def entry(model_type, cases):
     if not flat:
         found["rope_parameters"] = _plain(params)
     return found
+
+
+def _rope_facts(config):
+    keys = ("head_dim", "hidden_size", "num_attention_heads", "partial_rotary_factor")
+    facts = {key: getattr(config, key, None) for key in (*_KEYS, *keys)}
+    facts["rope_parameters"] = getattr(config, "rope_parameters", None)
+    return facts
+
+
+def bare(model_type, text_type):
+    """Whether a wrapper without `text_config` gets its text model's own
+    defaults (a dict `text_config`, even empty, always does; without one,
+    some wrappers, Mistral 3's, build their own)."""
+    try:
+        alone = text_config(load({"model_type": model_type}))
+        empty = text_config(load({"model_type": model_type, "text_config": {}}))
+    except Exception:
+        return False
+    return _rope_facts(alone) == _rope_facts(empty)
 
 
 def _rows(facts, interleaved):
@@ -972,6 +1029,8 @@ def _judge(model_type, group, supported, refused, arrays):
     defaults refused, refuses the type.
     """
     found = supported[model_type]
+    if found.get("bare") is False:  # its bare defaults are refused, as is right
+        group = [c for c in group if c["config"] != {"model_type": model_type}]
     verdicts = [(c, verdict(c, arrays)) for c in group]
     wrong = [
         (c, v) for c, v in verdicts if v != "exact" and not v.startswith("refused")
