@@ -263,10 +263,10 @@ class RotaryEmbedding(PositionLayer):
     FLUX's position ids (text, then a 2 x 4 grid of patches):
 
     >>> flux = keras_posenc.RotaryEmbedding(
-    ...     axes_dim=(16, 24, 24), layout="interleaved")
+    ...     axes_dim=(16, 56, 56), layout="interleaved")
     >>> ids = keras_posenc.grid_position_ids((2, 4), text_length=8, n_axes=3)
-    >>> tuple(flux(np.ones((1, 16, 2, 64), "float32"), positions=ids).shape)
-    (1, 16, 2, 64)
+    >>> tuple(flux(np.ones((1, 16, 2, 128), "float32"), positions=ids).shape)
+    (1, 16, 2, 128)
 
     References:
         - [Su et al., 2021](https://arxiv.org/abs/2104.09864)
