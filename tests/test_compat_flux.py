@@ -92,8 +92,15 @@ def test_rope_drop_in_refusals(call, match):
 
 
 def test_timestep_drop_in_refusals():
+    t = np.ones(2, "float32")
     with pytest.raises(ValueError, match="`scale`, expected `scale` times each"):
-        compat.FluxTimestepEmbedding()(np.ones(2, "float32"), dim=4, time_factor=1e9)
+        compat.FluxTimestepEmbedding()(t, dim=4, time_factor=1e9)
+    with pytest.raises(ValueError, match="`time_factor`, expected a finite number"):
+        compat.FluxTimestepEmbedding()(t, dim=4, time_factor=0.0)
+    with pytest.raises(ValueError, match="`max_period`, expected a finite number"):
+        compat.FluxTimestepEmbedding()(t, dim=4, max_period=float("inf"))
+    with pytest.raises(ValueError, match="`dim`, expected a positive integer"):
+        compat.FluxTimestepEmbedding()(t, dim=0)
     with pytest.raises(ValueError, match="`t`, expected finite numbers"):
         compat.FluxTimestepEmbedding()(np.array([np.inf], "float32"), dim=4)
 

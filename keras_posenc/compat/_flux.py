@@ -122,7 +122,9 @@ class FluxTimestepEmbedding(_FluxLayer):
         t: int or float tensor ``[N]`` of timesteps (fractional too).
         dim: int. Width of the embedding.
         max_period: float. Defaults to `10000`.
-        time_factor: float > 0. Defaults to `1000.0`.
+        time_factor: float > 0 (`timestep_embedding`'s `scale`: a value
+            too large for the engine is refused under that name).
+            Defaults to `1000.0`.
 
     Returns:
         Tensor ``[N, dim]`` in the compute dtype.
@@ -154,6 +156,8 @@ class FluxTimestepEmbedding(_FluxLayer):
 
     def call(self, t, dim, max_period=10000, time_factor=1000.0):
         dim = _arguments.check_depth(dim, "dim")
+        max_period = _arguments.check_wavelength(max_period, "max_period")
+        time_factor = _arguments.check_wavelength(time_factor, "time_factor")
         return self._exact_layers(dim, max_period, time_factor)(t)
 
     def compute_output_spec(self, t, dim, max_period=10000, time_factor=1000.0):
