@@ -27,6 +27,7 @@ from _helpers import (
     traced,
 )
 from keras import ops
+from keras.backend import standardize_dtype
 
 from keras_posenc import GridPositionEncoding, export_saved_model, grid_sincos_table
 
@@ -113,29 +114,30 @@ def test_float32_positions_reproduce_diffusers(case):
     golden = GOLDEN[case].reshape(-1, dim)
     table = grid_sincos_table(grid, dim, positions="float32", **kwargs)
     assert max_diff(to_numpy(table), golden) <= TOL
-    # The transcription is diffusers' formula (its float64 rounding aside).
-    scale = kwargs.pop("interpolation_scale", 1.0)
+    # The transcription is diffusers' formula (its float64 rounding aside;
+    # SD3's buffer is float32).
+    options = dict(kwargs)
     reference = grid_reference(
         grid,
         dim,
-        scale=scale,
+        scale=options.pop("interpolation_scale", 1.0),
         positions="float32",
-        max_grid=kwargs.pop("max_grid_shape", None),
-        **kwargs,
+        max_grid=options.pop("max_grid_shape", None),
+        **options,
     )
-    assert max_diff(reference, golden) <= 1e-12 if case != "sd3" else 1e-7
+    assert max_diff(reference, golden) <= (1e-7 if case == "sd3" else 1e-12)
 
 
 def test_exact_and_float32_positions_differ_where_rounding_matters():
-    # SD3's 192-row table (base_size 64): index 118 is 39.333... exactly and
-    # 39.333332 in float32; the tables differ by ~1.3e-6 (the docstring's
-    # figure), each within the bound of its own positions. Integer
-    # positions (MAE) give the same table either way.
+    # SD3's 192 x 192 table (base_size 64): index 118 is 39.333... exactly
+    # and 39.333332 in float32; the tables differ by ~1.3e-6 (the
+    # docstring's figure), each within the bound of its own positions.
+    # Integer positions (MAE) give the same table either way.
     kwargs = {"base_size": 64}
-    exact_table = to_numpy(grid_sincos_table((192,), 64, **kwargs))
-    rounded = to_numpy(grid_sincos_table((192,), 64, positions="float32", **kwargs))
-    assert 1.2e-6 < max_diff(exact_table, rounded) < 1.4e-6
-    assert max_diff(exact_table, grid_reference((192,), 64, **kwargs)) <= TOL
+    exact_table = to_numpy(grid_sincos_table((192, 192), 16, **kwargs))
+    rounded = grid_sincos_table((192, 192), 16, positions="float32", **kwargs)
+    assert 1.2e-6 < max_diff(exact_table, to_numpy(rounded)) < 1.4e-6
+    assert max_diff(exact_table, grid_reference((192, 192), 16, **kwargs)) <= TOL
     for positions in ("exact", "float32"):
         mae = grid_sincos_table((5, 5), 16, positions=positions)
         assert max_diff(to_numpy(mae), grid_reference((5, 5), 16)) <= TOL
@@ -176,7 +178,7 @@ def test_sd3_crop_of_the_max_table():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_table_dtype_is_rounded_once(dtype):
     table = grid_sincos_table((4, 4), 16, base_size=16, dtype=dtype)
-    assert keras.backend.standardize_dtype(table.dtype) == dtype
+    assert standardize_dtype(table.dtype) == dtype
     float32 = grid_sincos_table((4, 4), 16, base_size=16)
     np.testing.assert_array_equal(to_numpy(ops.cast(float32, dtype)), to_numpy(table))
 
@@ -294,7 +296,7 @@ def test_mixed_precision_table_in_float32_cast_once():
     layer = GridPositionEncoding(base_size=16, dtype="mixed_bfloat16")
     x = np.zeros((1, 4, 4, 16), "float32")
     y = layer(x)
-    assert keras.backend.standardize_dtype(y.dtype) == "bfloat16"
+    assert standardize_dtype(y.dtype) == "bfloat16"
     table = grid_sincos_table((4, 4), 16, base_size=16, dtype="bfloat16")
     np.testing.assert_array_equal(
         to_numpy(ops.cast(y, "float32")).reshape(16, 16),
