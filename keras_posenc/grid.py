@@ -114,6 +114,12 @@ def grid_sincos_table(
     return ops.cast(_with_tokens(table, dim, options.extra_tokens), dtype)
 
 
+def _made_rows(axes, dim):
+    """A `GridRows` (host work, outside `torch.compile`: a class given to
+    `torch.compiler.disable` would have its methods disabled too)."""
+    return GridRows(axes, dim)
+
+
 @keras.saving.register_keras_serializable(package="keras_posenc")
 class GridPositionEncoding(PositionLayer):
     """Adds the fixed sin-cos encoding of an image or video grid of patches.
@@ -224,7 +230,7 @@ class GridPositionEncoding(PositionLayer):
         if rows is None:
             axes = self._options.for_rank(rank)
             axes.check_dim(self._dim, "inputs")
-            rows = self._rows[rank] = _backend.host_work(GridRows)(axes, self._dim)
+            rows = self._rows[rank] = _backend.host_work(_made_rows)(axes, self._dim)
         return rows
 
     def _grid(self, inputs, grid_shape):

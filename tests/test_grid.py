@@ -256,6 +256,27 @@ def test_compiled_calls_at_several_grid_sizes(jit_compile):
             assert max_diff(to_numpy(fn(x)), to_numpy(layer(x))) <= TOL
 
 
+@pytest.mark.slow  # Dynamo's first trace in a process: ~30 s on 2 busy cores
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_torch_compile_is_one_graph_with_eager_bits():
+    # A built layer with MAE positions or a lookup table traces as one
+    # graph (fullgraph) at two grid sizes; positions scaled by the call's
+    # own size build an encoder on the host per new size (a graph break).
+    import torch
+
+    lookup = {"mode": "lookup", "max_grid_shape": (8, 8), "base_size": 16}
+    cropped = {"max_grid_shape": (8, 8), "base_size": 16}
+    for kwargs in ({}, lookup, cropped):
+        layer = GridPositionEncoding(**kwargs)
+        layer(torch.zeros(2, 4, 6, 16))  # built, as `fit` and `predict` build
+        # Dynamo's tracing is what is tested: the "eager" backend skips
+        # Inductor's code generation (tens of seconds on a CPU).
+        compiled = torch.compile(layer, fullgraph=True, backend="eager")
+        for grid in ((4, 6), (8, 8)):
+            x = torch.zeros(2, *grid, 16)
+            assert torch.equal(compiled(x), layer(x))
+
+
 @only_tensorflow
 def test_tf_graph_with_unknown_grid_sizes():
     # [None, None, None, C]: MAE positions and a cropped lookup table work

@@ -68,19 +68,27 @@ def float32_positions(first, count, size, base_size, scale):
     return index / np.float32(scale)
 
 
-def axis_rows(axes, axis, width, size, first, count):
+def axis_engine(axes, axis, width, size):
+    """The engine of an axis's rows: an `_exact.engine.Encoder` of the exact
+    ratio, or a `FractionalEncoder` (float32 positions). Host work."""
+    if axes.options.positions == "exact":
+        return _exact_encoder(width, axes.ratio(axis, size))
+    return _float32_encoder(width)
+
+
+def axis_rows(engine, axes, axis, size, first, count):
     """float32 ``[count, width]``: ``[sin | cos]`` of indices ``first + [0, count)``.
 
     Args:
+        engine: the axis's `axis_engine`.
         axes: the `GridAxes`.
         axis: int. The grid axis (its scale).
-        width: int. Columns (even).
         size: int. Rows of the axis's table (`G`: positions scale with it).
         first: int, or an int32 scalar tensor (``"exact"`` only).
         count: int, or an int32 scalar tensor in a TF graph (``"exact"`` only).
     """
     if axes.options.positions == "exact":
-        return _exact_encoder(width, axes.ratio(axis, size)).rows(first, count)
+        return engine.rows(first, count)
     positions = float32_positions(
         first, count, size, axes.options.base_size, axes.scales[axis]
     )
@@ -95,7 +103,7 @@ def axis_rows(axes, axis, width, size, first, count):
         padded = np.zeros(_engine.length_bucket(count), np.float32)
         padded[:count] = positions
         positions = padded
-    sin, cos = _float32_encoder(width).sincos(ops.convert_to_tensor(positions))
+    sin, cos = engine.sincos(ops.convert_to_tensor(positions))
     return ops.concatenate([sin[:count], cos[:count]], axis=-1)
 
 
@@ -129,19 +137,43 @@ class GridRows:
         self.axes, self.dim = axes, dim
         self.blocks = blocks(axes.rank, dim)
         self.tables = None
+        # (axis, width, table size) -> engine: a plain dict, which
+        # `torch.compile` reads as it is (a cache wrapper it would trace).
+        self._engines = {}
         maximum = axes.options.max_grid_shape
         if axes.options.mode == "lookup":
             for axis, width in self.blocks:
                 _arguments.check_table_bytes(maximum[axis], width, "max_grid_shape")
             with _backend.eager_scope():
                 self.tables = _backend.host_work(self._tables)()
+        elif maximum is not None or axes.options.base_size is None:
+            # Engines that serve every grid size, made now (outside a trace).
+            for axis, width in self.blocks:
+                self._engine(axis, width, 1 if maximum is None else maximum[axis])
 
     def _tables(self):
         maximum = self.axes.options.max_grid_shape
         return [
-            axis_rows(self.axes, axis, width, maximum[axis], 0, maximum[axis])
+            self._rows(axis, width, maximum[axis], 0, maximum[axis])
             for axis, width in self.blocks
         ]
+
+    def _rows(self, axis, width, size, first, count):
+        """`axis_rows` with the axis's engine."""
+        engine = self._engine(axis, width, size)
+        return axis_rows(engine, self.axes, axis, size, first, count)
+
+    def _engine(self, axis, width, size):
+        """The axis's engine, made once (on the host, outside a trace)."""
+        options = self.axes.options
+        # Only exact positions with a base size depend on the table's size.
+        by_size = options.positions == "exact" and options.base_size is not None
+        key = (axis, width, size if by_size else None)
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = _backend.host_work(axis_engine)(self.axes, axis, width, size)
+            self._engines[key] = engine
+        return engine
 
     def _first(self, size, table_size):
         """Index of the first row a grid of `size` reads in a table of
@@ -194,9 +226,16 @@ class GridRows:
         first = self._first(size, table_size)
         if self.tables is None or _backend.embeds_constants():
             # Under `jax.jit` a table would be a constant of every program.
-            return axis_rows(self.axes, axis, width, table_size, first, size)
+            return self._rows(axis, width, table_size, first, size)
         table = self.tables[self.blocks.index((axis, width))]
         return _backend.slice_rows(table, first, size)
 
 
-__all__ = ["GridRows", "axis_rows", "blocks", "float32_positions", "joined"]
+__all__ = [
+    "GridRows",
+    "axis_engine",
+    "axis_rows",
+    "blocks",
+    "float32_positions",
+    "joined",
+]
