@@ -175,57 +175,61 @@ class GridRows:
             self._engines[key] = engine
         return engine
 
-    def _first(self, size, table_size):
-        """Index of the first row a grid of `size` reads in a table of
-        `table_size` (centre crop: SD3's ``(max - size) // 2``)."""
-        if self.axes.options.crop == "top_left" or size is table_size:
-            return 0
-        return (table_size - size) // 2
+    def _computed(self):
+        """Whether this call computes its rows (no table, or under `jax.jit`,
+        where a table would be a constant of every compiled program)."""
+        return self.tables is None or _backend.embeds_constants()
 
-    def _static(self, sizes):
-        """Whether the positions of a call can be made on the host."""
+    def _placed_by_size(self):
+        """Whether positions depend on the call's grid size or crop."""
         options = self.axes.options
-        dependent = options.positions == "float32" or (
+        return options.positions == "float32" or (
             options.base_size is not None and options.max_grid_shape is None
         )
-        return not dependent or all(isinstance(s, int) for s in sizes)
+
+    def _checks(self, sizes, name):
+        """Raises for a grid past `max_grid_shape` now, or returns the
+        run-time checks of sizes known only when the graph runs."""
+        maximum = self.axes.options.max_grid_shape
+        if self._computed() and self._placed_by_size():
+            if not all(isinstance(s, int) for s in sizes):
+                raise _arguments.invalid(
+                    name,
+                    "grid sizes known when traced (base_size without "
+                    "max_grid_shape and positions='float32' place positions by "
+                    "the grid's size; use max_grid_shape or static shapes)",
+                    tuple(sizes),
+                )
+        if maximum is None:
+            return []
+        if any(
+            isinstance(s, int) and s > m for s, m in zip(sizes, maximum, strict=True)
+        ):
+            raise _arguments.invalid(
+                name, f"a grid within max_grid_shape={maximum}", tuple(sizes)
+            )
+        message = f"A grid axis is larger than max_grid_shape={maximum}."
+        return [
+            (size <= limit, message)
+            for size, limit in zip(sizes, maximum, strict=True)
+            if not isinstance(size, int)
+        ]
 
     def __call__(self, sizes, name="grid_shape"):
         """float32 ``[*sizes, dim]``; `sizes` are ints or int32 scalar tensors."""
-        maximum = self.axes.options.max_grid_shape
-        checks = []
-        for axis, size in enumerate(sizes):
-            if maximum is None:
-                continue
-            if isinstance(size, int):
-                if size > maximum[axis]:
-                    raise _arguments.invalid(
-                        name, f"a grid within max_grid_shape={maximum}", tuple(sizes)
-                    )
-            else:
-                message = f"A grid axis is larger than max_grid_shape={maximum}."
-                checks.append((size <= maximum[axis], message))
-        if self.options_need_static and not self._static(sizes):
-            raise _arguments.invalid(
-                name,
-                "grid sizes known when traced (base_size without max_grid_shape "
-                "and positions='float32' place positions by the grid's size; "
-                "use max_grid_shape or static shapes)",
-                tuple(sizes),
-            )
+        checks = self._checks(sizes, name)
         parts = [self._axis(axis, width, sizes[axis]) for axis, width in self.blocks]
         return _backend.guard(joined(parts, self.axes, sizes, self.dim), checks)
 
-    @property
-    def options_need_static(self):
-        return self.tables is None or _backend.embeds_constants()
-
     def _axis(self, axis, width, size):
-        maximum = self.axes.options.max_grid_shape
-        table_size = size if maximum is None else maximum[axis]
-        first = self._first(size, table_size)
-        if self.tables is None or _backend.embeds_constants():
-            # Under `jax.jit` a table would be a constant of every program.
+        """One axis's rows: the crop of its table (SD3: ``(max - size) // 2``)."""
+        options = self.axes.options
+        if options.max_grid_shape is None:
+            table_size, first = size, 0
+        else:
+            table_size = options.max_grid_shape[axis]
+            first = 0 if options.crop == "top_left" else (table_size - size) // 2
+        if self._computed():
             return self._rows(axis, width, table_size, first, size)
         table = self.tables[self.blocks.index((axis, width))]
         return _backend.slice_rows(table, first, size)
