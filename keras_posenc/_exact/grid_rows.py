@@ -20,6 +20,7 @@ rounded positions (`_exact.fractional`).
 """
 
 import functools
+from typing import Any
 
 import numpy as np
 from keras import ops
@@ -136,7 +137,7 @@ class GridRows:
     def __init__(self, axes, dim):
         self.axes, self.dim = axes, dim
         self.blocks = blocks(axes.rank, dim)
-        self.tables = None
+        self.tables: Any = None  # lookup mode: the axis tables of max_grid_shape
         # (axis, width, table size) -> engine: a plain dict, which
         # `torch.compile` reads as it is (a cache wrapper it would trace).
         self._engines = {}
