@@ -23,6 +23,7 @@ __version__ = "0.3.1"
 # Public name -> the module that defines it.
 _PUBLIC = {
     "CacheInfo": "keras_posenc.cache",
+    "GridPositionEncoding": "keras_posenc.grid",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
     "TimestepEmbedding": "keras_posenc.timestep",
@@ -32,6 +33,7 @@ _PUBLIC = {
     "export_encoder": "keras_posenc.export",
     "export_saved_model": "keras_posenc.export",
     "frequencies": "keras_posenc.tables",
+    "grid_sincos_table": "keras_posenc.grid",
     "positional_encoding": "keras_posenc.tables",
     "rotary_cos_sin": "keras_posenc.rotary",
     "set_cache_budget": "keras_posenc.cache",
@@ -47,6 +49,7 @@ _SUBMODULES = {
     "compat",
     "demo",
     "export",
+    "grid",
     "layer",
     "plot",
     "rotary",
@@ -56,6 +59,7 @@ _SUBMODULES = {
 
 __all__ = [
     "CacheInfo",
+    "GridPositionEncoding",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
     "TimestepEmbedding",
@@ -66,6 +70,7 @@ __all__ = [
     "export_encoder",
     "export_saved_model",
     "frequencies",
+    "grid_sincos_table",
     "positional_encoding",
     "rotary_cos_sin",
     "set_cache_budget",
@@ -82,6 +87,7 @@ if TYPE_CHECKING:
         set_cache_budget,
     )
     from keras_posenc.export import export_encoder, export_saved_model
+    from keras_posenc.grid import GridPositionEncoding, grid_sincos_table
     from keras_posenc.layer import SinusoidalPositionEncoding
     from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
@@ -129,7 +135,7 @@ def _started_as_command_line() -> bool:
 
 if not _started_as_command_line():
     # Registers the layers (SinusoidalPositionEncoding, RotaryEmbedding,
-    # TimestepEmbedding) with Keras.
+    # TimestepEmbedding, GridPositionEncoding) with Keras.
     try:
         importlib.import_module("keras_posenc.layer")
     except ModuleNotFoundError as error:
@@ -143,3 +149,4 @@ if not _started_as_command_line():
         ) from error
     importlib.import_module("keras_posenc.rotary")
     importlib.import_module("keras_posenc.timestep")
+    importlib.import_module("keras_posenc.grid")
