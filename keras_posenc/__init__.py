@@ -23,6 +23,7 @@ __version__ = "0.3.1"
 # Public name -> the module that defines it.
 _PUBLIC = {
     "CacheInfo": "keras_posenc.cache",
+    "GridPositionEncoding": "keras_posenc.grid",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
     "TimestepEmbedding": "keras_posenc.timestep",
@@ -33,6 +34,7 @@ _PUBLIC = {
     "export_saved_model": "keras_posenc.export",
     "frequencies": "keras_posenc.tables",
     "grid_position_ids": "keras_posenc.rotary",
+    "grid_sincos_table": "keras_posenc.grid",
     "positional_encoding": "keras_posenc.tables",
     "rotary_cos_sin": "keras_posenc.rotary",
     "set_cache_budget": "keras_posenc.cache",
@@ -48,6 +50,7 @@ _SUBMODULES = {
     "compat",
     "demo",
     "export",
+    "grid",
     "layer",
     "plot",
     "rotary",
@@ -57,6 +60,7 @@ _SUBMODULES = {
 
 __all__ = [
     "CacheInfo",
+    "GridPositionEncoding",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
     "TimestepEmbedding",
@@ -68,6 +72,7 @@ __all__ = [
     "export_saved_model",
     "frequencies",
     "grid_position_ids",
+    "grid_sincos_table",
     "positional_encoding",
     "rotary_cos_sin",
     "set_cache_budget",
@@ -84,6 +89,7 @@ if TYPE_CHECKING:
         set_cache_budget,
     )
     from keras_posenc.export import export_encoder, export_saved_model
+    from keras_posenc.grid import GridPositionEncoding, grid_sincos_table
     from keras_posenc.layer import SinusoidalPositionEncoding
     from keras_posenc.rotary import (
         RotaryEmbedding,
@@ -136,7 +142,7 @@ def _started_as_command_line() -> bool:
 
 if not _started_as_command_line():
     # Registers the layers (SinusoidalPositionEncoding, RotaryEmbedding,
-    # TimestepEmbedding) with Keras.
+    # TimestepEmbedding, GridPositionEncoding) with Keras.
     try:
         importlib.import_module("keras_posenc.layer")
     except ModuleNotFoundError as error:
@@ -150,3 +156,4 @@ if not _started_as_command_line():
         ) from error
     importlib.import_module("keras_posenc.rotary")
     importlib.import_module("keras_posenc.timestep")
+    importlib.import_module("keras_posenc.grid")

@@ -222,7 +222,8 @@ def _sincos(q, consts):
         q: int32 ``[N]``.
         consts: the `EngineConstants`.
     """
-    return sincos_of_phase(*phase_of(q, consts), consts)
+    phase, rest = phase_of(q, consts)
+    return sincos_of_phase(phase, rest, consts)
 
 
 def _columns(values, consts):

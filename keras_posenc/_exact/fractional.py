@@ -89,7 +89,8 @@ class FractionalEncoder:
     def _integer(self, q):
         """int32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos)."""
         whole, _, _ = self._consts()
-        return _engine.sincos_of_phase(*_engine.phase_of(q, whole), whole)
+        phase, rest = _engine.phase_of(q, whole)
+        return _engine.sincos_of_phase(phase, rest, whole)
 
     def _fractional(self, t):
         """float32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos); NaN where
