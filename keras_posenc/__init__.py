@@ -23,18 +23,24 @@ __version__ = "0.3.1"
 # Public name -> the module that defines it.
 _PUBLIC = {
     "CacheInfo": "keras_posenc.cache",
+    "GridPositionEncoding": "keras_posenc.grid",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
+    "TimestepEmbedding": "keras_posenc.timestep",
     "apply_rotary": "keras_posenc.rotary",
     "cache_info": "keras_posenc.cache",
     "clear_cache": "keras_posenc.cache",
     "export_encoder": "keras_posenc.export",
     "export_saved_model": "keras_posenc.export",
     "frequencies": "keras_posenc.tables",
+    "grid_position_ids": "keras_posenc.rotary",
+    "grid_sincos_table": "keras_posenc.grid",
     "positional_encoding": "keras_posenc.tables",
     "rotary_cos_sin": "keras_posenc.rotary",
     "set_cache_budget": "keras_posenc.cache",
     "sinusoidal_table": "keras_posenc.tables",
+    "timestep_embedding": "keras_posenc.timestep",
+    "timestep_frequencies": "keras_posenc.timestep",
 }
 
 # Public submodules, reachable as attributes after `import keras_posenc`.
@@ -44,16 +50,20 @@ _SUBMODULES = {
     "compat",
     "demo",
     "export",
+    "grid",
     "layer",
     "plot",
     "rotary",
     "tables",
+    "timestep",
 }
 
 __all__ = [
     "CacheInfo",
+    "GridPositionEncoding",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
+    "TimestepEmbedding",
     "__version__",
     "apply_rotary",
     "cache_info",
@@ -61,10 +71,14 @@ __all__ = [
     "export_encoder",
     "export_saved_model",
     "frequencies",
+    "grid_position_ids",
+    "grid_sincos_table",
     "positional_encoding",
     "rotary_cos_sin",
     "set_cache_budget",
     "sinusoidal_table",
+    "timestep_embedding",
+    "timestep_frequencies",
 ]
 
 if TYPE_CHECKING:
@@ -75,9 +89,20 @@ if TYPE_CHECKING:
         set_cache_budget,
     )
     from keras_posenc.export import export_encoder, export_saved_model
+    from keras_posenc.grid import GridPositionEncoding, grid_sincos_table
     from keras_posenc.layer import SinusoidalPositionEncoding
-    from keras_posenc.rotary import RotaryEmbedding, apply_rotary, rotary_cos_sin
+    from keras_posenc.rotary import (
+        RotaryEmbedding,
+        apply_rotary,
+        grid_position_ids,
+        rotary_cos_sin,
+    )
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
+    from keras_posenc.timestep import (
+        TimestepEmbedding,
+        timestep_embedding,
+        timestep_frequencies,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -116,7 +141,8 @@ def _started_as_command_line() -> bool:
 
 
 if not _started_as_command_line():
-    # Registers SinusoidalPositionEncoding and RotaryEmbedding with Keras.
+    # Registers the layers (SinusoidalPositionEncoding, RotaryEmbedding,
+    # TimestepEmbedding, GridPositionEncoding) with Keras.
     try:
         importlib.import_module("keras_posenc.layer")
     except ModuleNotFoundError as error:
@@ -129,3 +155,5 @@ if not _started_as_command_line():
             _tensorflow.NOT_INSTALLED_AS_BACKEND, name="tensorflow"
         ) from error
     importlib.import_module("keras_posenc.rotary")
+    importlib.import_module("keras_posenc.timestep")
+    importlib.import_module("keras_posenc.grid")

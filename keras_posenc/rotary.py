@@ -13,6 +13,7 @@ from keras_posenc._exact.rows import ComputedRows, decoding_range
 from keras_posenc._hf import config as _hf_config
 from keras_posenc._hf import layers as _hf_layers
 from keras_posenc._keras import PositionLayer, keras, output_shape
+from keras_posenc._rope import axes as _axes
 from keras_posenc._rope import inputs as _rotary_inputs
 from keras_posenc._rope import rotation as _rotation
 from keras_posenc._rope.config import (
@@ -81,6 +82,7 @@ def rotary_cos_sin(
     rope_scaling: Mapping[str, Any] | None = None,
     layout: str = "half",
     inverse_frequencies: Sequence[float] | None = None,
+    axes_dim: Sequence[int] | None = None,
 ) -> tuple[Any, Any]:
     """cos and sin of the RoPE angles ``p * w_i``, times the attention factor.
 
@@ -91,14 +93,18 @@ def rotary_cos_sin(
     Args:
         positions: int array or tensor, rank 0 to 3. With an
             `mrope_section`, rank 3 means ``[3, batch, length]`` (temporal,
-            height, width) as in transformers; lower ranks are text.
-        dim: int. The rotary dimension (even, at most 65536).
-        max_wavelength, rope_scaling, layout, inverse_frequencies: as in
-            `RotaryEmbedding`.
+            height, width) as in transformers; lower ranks are text. With
+            `axes_dim`: position ids ``[..., n_axes]`` (rank 1 to 4), int
+            or float (FLUX's `ids`).
+        dim: int. The rotary dimension (even, at most 65536); with
+            `axes_dim`, `sum(axes_dim)`.
+        max_wavelength, rope_scaling, layout, inverse_frequencies, axes_dim:
+            as in `RotaryEmbedding`.
 
     Returns:
         `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
-        (``[batch, length, dim]`` for multimodal positions): `[c | c]` with
+        (``[batch, length, dim]`` for multimodal positions,
+        `positions.shape[:-1] + [dim]` with `axes_dim`): `[c | c]` with
         `layout="half"`, `[c0, c0, c1, c1, ...]` with `"interleaved"`.
 
     Example:
@@ -108,6 +114,9 @@ def rotary_cos_sin(
     (8, 64)
     """
     dim = check_rotary_dim(dim, "dim")
+    if axes_dim is not None:
+        options = (max_wavelength, rope_scaling, layout, inverse_frequencies)
+        return _axes.cos_sin(positions, dim, axes_dim, *options)
     config = RopeConfig.build(max_wavelength, rope_scaling, inverse_frequencies)
     config.check_dim(dim, "dim")
     layout = _arguments.check_choice("layout", layout, LAYOUTS)
@@ -121,6 +130,39 @@ def rotary_cos_sin(
         _rotary_inputs.check_section_shape(shape)
         table = _rotation.by_section([table[row] for row in range(3)], sections)
     return _rotation.cos_sin(table, dim, config.attention_factor, layout, signed=False)
+
+
+def grid_position_ids(
+    grid_shape: Sequence[int], *, text_length: int = 0, n_axes: int | None = None
+) -> Any:
+    """Position ids of a grid of patches, for N-axis RoPE (`axes_dim`).
+
+    The ids of FLUX's `EmbedND` (https://github.com/black-forest-labs/flux)
+    and of 2-D axial RoPE for ViT patch grids (Heo et al., 2024,
+    https://arxiv.org/abs/2403.13298): one row per patch, in row-major
+    order, holding its index along each axis of the grid; `text_length`
+    rows of zeros first (FLUX's text ids), and with `n_axes` larger than
+    the grid's rank the grid's indices fill the last axes, the first ones
+    being 0 (FLUX's ``(0, row, column)``).
+
+    Args:
+        grid_shape: list of positive ints, e.g. ``(height, width)`` in
+            patches.
+        text_length: int. Rows of zeros before the grid. Defaults to `0`.
+        n_axes: int. Columns of the ids, at least `len(grid_shape)`.
+            Defaults to `len(grid_shape)`.
+
+    Returns:
+        int32 numpy array ``[text_length + prod(grid_shape), n_axes]``.
+
+    Example:
+
+    >>> keras_posenc.grid_position_ids((2, 3)).tolist()
+    [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    >>> keras_posenc.grid_position_ids((1, 2), text_length=1, n_axes=3).tolist()
+    [[0, 0, 0], [0, 0, 0], [0, 0, 1]]
+    """
+    return _axes.grid_ids(grid_shape, text_length, n_axes)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -186,6 +228,16 @@ class RotaryEmbedding(PositionLayer):
             `jax.jit` the outputs are NaN instead: the whole span when a
             run-time start leaves the table) and `"extend"` computes the
             exact values, negative positions too. Defaults to `"error"`.
+        axes_dim: list of even ints, or `None`. N-axis RoPE (FLUX's
+            `EmbedND`; 2-D axial RoPE for patch grids): calls take position
+            ids ``[..., n_axes]`` and axis `i` rotates the next
+            `axes_dim[i]` features with its own frequencies
+            ``max_wavelength ** (-2k / axes_dim[i])``, concatenated in axis
+            order (`"interleaved"` pairs them as FLUX does). Ids may be int
+            or float (within 2e-7 at every float32 id below 2**31 in
+            magnitude); `sum(axes_dim)` must be the head dim. Only
+            `max_wavelength`, `layout` and the axes apply with it.
+            Defaults to `None`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -197,6 +249,9 @@ class RotaryEmbedding(PositionLayer):
             padding, packed sequences), or `[3, batch, length]` (temporal,
             height, width) with an `mrope_section`; overrides
             `start_index`. Positions may be negative (a rotation backwards).
+            With `axes_dim` (required): position ids ``[length, n_axes]``
+            or ``[batch, length, n_axes]``, int or float, e.g. from
+            `grid_position_ids`.
 
     Example:
 
@@ -205,11 +260,21 @@ class RotaryEmbedding(PositionLayer):
     >>> tuple(rope(q, start_index=3).shape)
     (2, 16, 4, 64)
 
+    FLUX's position ids (text, then a 2 x 4 grid of patches):
+
+    >>> flux = keras_posenc.RotaryEmbedding(
+    ...     axes_dim=(16, 56, 56), layout="interleaved")
+    >>> ids = keras_posenc.grid_position_ids((2, 4), text_length=8, n_axes=3)
+    >>> tuple(flux(np.ones((1, 16, 2, 128), "float32"), positions=ids).shape)
+    (1, 16, 2, 128)
+
     References:
         - [Su et al., 2021](https://arxiv.org/abs/2104.09864)
         - [Peng et al., 2023 (YaRN)](https://arxiv.org/abs/2309.00071)
         - [Ding et al., 2024 (LongRoPE)](https://arxiv.org/abs/2402.13753)
         - [Wang et al., 2024 (Qwen2-VL, M-RoPE)](https://arxiv.org/abs/2409.12191)
+        - [Heo et al., 2024 (axial RoPE for ViT)](https://arxiv.org/abs/2403.13298)
+        - [FLUX](https://github.com/black-forest-labs/flux) (`EmbedND`)
     """
 
     def __init__(
@@ -224,12 +289,24 @@ class RotaryEmbedding(PositionLayer):
         mode: str = "compute",
         max_length: int | None = None,
         out_of_range: str = "error",
+        axes_dim: Sequence[int] | None = None,
         **kwargs: Any,
     ) -> None:
         config = RopeConfig.build(
             max_wavelength, rope_scaling, inverse_frequencies, rotary_dim
         )
         layout = _arguments.check_choice("layout", layout, LAYOUTS)
+        axes = None
+        if axes_dim is not None:
+            axes_dim = _axes.check_axes_dim(axes_dim)
+            _axes.check_options(
+                axes_dim,
+                rope_scaling=rope_scaling,
+                inverse_frequencies=inverse_frequencies,
+                rotary_dim=(rotary_dim, None),
+                mode=(mode, "compute"),
+            )
+            axes = _axes.axes_rows(axes_dim, config.max_wavelength)
         sequence_axis = _arguments.check_int("sequence_axis", sequence_axis)
         feature_axis = _arguments.check_int("feature_axis", feature_axis)
         max_length = check_table_options(mode, max_length, out_of_range)
@@ -242,6 +319,7 @@ class RotaryEmbedding(PositionLayer):
         self.layout = layout
         self.sequence_axis, self.feature_axis = sequence_axis, feature_axis
         self.mode, self.max_length, self.out_of_range = mode, max_length, out_of_range
+        self.axes_dim, self._axes = axes_dim, axes
         self._rotation = _rotation.LayerRotation(
             config, layout, max_length, extend=out_of_range == "extend"
         )
@@ -396,11 +474,15 @@ class RotaryEmbedding(PositionLayer):
 
     def _layout_of(self, shape):
         options = (self.sequence_axis, self.feature_axis, self.rotary_dim)
-        return _rotary_inputs.rotary_layout(shape, *options, self.rope_config)
+        layout = _rotary_inputs.rotary_layout(shape, *options, self.rope_config)
+        if self.axes_dim is not None:
+            _axes.check_head_dim(layout[2], self.axes_dim)
+        return layout
 
     def build(self, input_shape):
         _, _, dim = self._layout(input_shape)
-        self._rotation.prepare(dim, table=self.mode == "lookup")
+        if self._axes is None:  # N-axis rows are made with the layer
+            self._rotation.prepare(dim, table=self.mode == "lookup")
         super().build(input_shape)
 
     def call(self, inputs: Any, start_index: Any = 0, positions: Any = None) -> Any:
@@ -424,6 +506,12 @@ class RotaryEmbedding(PositionLayer):
     def _rotate(self, x, seq, dim, start_index, positions):
         """`x` (features last, sequence axis `seq`) rotated at its positions."""
         config, features = self.rope_config, x.shape[-1]
+        if self._axes is not None:  # position ids: N-axis RoPE
+            table = self._axes.layer_rows(x, seq, positions)
+            batched = len(table.shape) == 3
+            return self._rotation.rotation(seq, len(x.shape), dim, features, batched)(
+                x, table
+            )
         rotation, rows = self._rotation, self._rotation.rows(dim)
         # RoPE is defined for negative positions; a table that refuses what
         # it lacks starts at 0, as the sinusoidal layer's does.
@@ -475,9 +563,10 @@ class RotaryEmbedding(PositionLayer):
                 "mode": self.mode,
                 "max_length": self.max_length,
                 "out_of_range": self.out_of_range,
+                "axes_dim": None if self.axes_dim is None else list(self.axes_dim),
             }
         )
         return config
 
 
-__all__ = ["RotaryEmbedding", "apply_rotary", "rotary_cos_sin"]
+__all__ = ["RotaryEmbedding", "apply_rotary", "grid_position_ids", "rotary_cos_sin"]

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from _helpers import BACKEND, TOL, only_tensorflow, reference, to_numpy
 
+import keras_posenc
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -33,7 +35,9 @@ decode = _benchmark("decode")
 rotary = _benchmark("rotary")
 parts = _benchmark("parts")
 gpu = _benchmark("gpu")
+grid = _benchmark("grid")
 memory = _benchmark("memory")
+timestep = _benchmark("timestep")
 common = _benchmark("_common")
 _floors = _benchmark("_floors")
 
@@ -614,3 +618,35 @@ def test_memory_smoke_measures_every_variant_against_keras_hub(tmp_path):
         steps = np.diff([program["before_MiB"], *program["after_MiB"]])
         median = np.median(steps)
         assert result["program_MiB_per_length"] == pytest.approx(median, abs=0.2)
+
+
+# -- timestep.py -----------------------------------------------------------------
+
+
+def test_timestep_smoke_records_precision_and_speed(tmp_path):
+    # Ours within the bound, the float32 formula far off, bf16 timesteps worse.
+    path = tmp_path / "timestep.json"
+    timestep.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    for row in section["precision"].values():
+        assert row["ours"] <= TOL < row["float32_formula"] < row["bf16_timesteps"]
+    assert section["speed"]["float32_formula"]["ratio"] == 1.0
+    assert section["speed"]["ours"]["median_ms"] > 0
+
+
+def test_grid_smoke_times_every_configuration_against_the_formula(tmp_path):
+    path = tmp_path / "grid.json"
+    grid.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    assert set(section["speed"]) == set(grid.LABELS)
+    assert section["speed"][grid.FORMULA]["ratio"] == 1.0
+    assert section["mode"] == grid.MODE[BACKEND]
+
+
+def test_grid_float32_formula_is_the_mae_table():
+    # The baseline computes MAE's table (in float32): within float32 angles'
+    # error of ours at a small grid.
+    x = np.zeros((1, 3, 5, 16), "float32")
+    ours = keras_posenc.grid_sincos_table((3, 5), 16)
+    formula = grid.float32_formula(keras.ops.convert_to_tensor(x))
+    assert np.abs(to_numpy(formula).reshape(15, 16) - to_numpy(ours)).max() < 1e-6

@@ -89,6 +89,16 @@ def _public_calls():
             inverse_frequencies=torch.tensor([1.0, 0.1, 0.01, 0.001])
         )(torch.ones((1, 8, 8))),
         "cache": lambda: keras_posenc.cache_info(),
+        "grid_sincos_table": lambda: keras_posenc.grid_sincos_table(
+            (3, 4), 16, base_size=16, positions="float32", extra_tokens=1
+        ),
+        "grid compute": lambda: keras_posenc.GridPositionEncoding(base_size=8)(
+            torch.ones((2, 3, 4, 16))
+        ),
+        "grid lookup": lambda: keras_posenc.GridPositionEncoding(
+            mode="lookup", max_grid_shape=(5, 5)
+        )(torch.ones((2, 3, 4, 16))),
+        "grid tokens": lambda: keras_posenc.GridPositionEncoding(grid_shape=(2, 4))(x),
     }
     if not LEGACY:
         from keras_posenc import compat

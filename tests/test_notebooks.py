@@ -39,6 +39,7 @@ EXPECTED = {
         "from_config(get_config()) gives the same outputs: True",
     ),
     "04_keras_hub_models.ipynb": (1, "use_exact replaced 2 layers"),
+    "05_diffusion_and_vision.ipynb": (2, "max |error|, keras_posenc:"),
 }
 # Per cell. Each notebook takes well under a minute on a free 2-core CPU
 # (see `--durations`); the limit only stops a hung kernel.

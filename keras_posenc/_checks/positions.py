@@ -308,6 +308,49 @@ def explicit(name, values, *, low, ranks):
     return Positions(values=values, known=known, checks=checks)
 
 
+_ANY_RANK = tuple(range(9))
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+
+
+def reals(name, value):
+    """Real positions (timesteps, float ids) of any rank, parsed once.
+
+    Integers go through `integers` (int32, checked before the cast). Floats
+    become float32: 16-bit ones exactly, float64 ones (numpy's default)
+    rounded once; known values must be finite and below 2**31 in magnitude
+    (a `ValueError` naming `name`), traced ones get a `Check` (NaN under
+    XLA, as the fractional engine also gives).
+
+    Returns:
+        ``(values, checks)``: an int32 or float32 tensor, and run-time checks.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        raise invalid(name, "real numbers (int or float)", value)
+    static = _backend.static_value(value)
+    if static is not None:
+        array = np.asarray(static)
+        if array.dtype.kind in "iuO" or isinstance(value, int):
+            values, _, _ = integers(name, value, low=POSITION_MIN, ranks=_ANY_RANK)
+            return ops.convert_to_tensor(np.asarray(values, np.int32)), ()
+        if array.dtype.kind != "f" and array.dtype.name not in _FLOATS:
+            raise invalid(name, "real numbers (int or float)", _echo(value, static))
+        array = array.astype(np.float32)
+        bad = array[~(np.abs(array) < 2.0**31)]
+        if bad.size:
+            raise invalid(name, "finite numbers below 2**31 in magnitude", bad.flat[0])
+        if ops.is_tensor(value):  # stays on its device
+            return ops.cast(value, "float32"), ()
+        return ops.convert_to_tensor(array), ()
+    dtype = _backend.dtype_name(value)
+    if dtype not in _FLOATS:
+        values, _, checks = integers(name, value, low=POSITION_MIN, ranks=_ANY_RANK)
+        return values, checks
+    values = ops.cast(value, "float32")
+    ok = ops.less(ops.abs(values), 2.0**31)  # False for NaN
+    expected = "expected finite numbers below 2**31"
+    return values, (Check(ok, f"Received an invalid value for `{name}`: {expected}"),)
+
+
 def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2)):
     """`Positions` of a layer call on `inputs`, whose sequence axis is `axis`.
 
@@ -319,10 +362,10 @@ def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2))
     if positions is not None:
         parsed = explicit("positions", positions, low=low, ranks=position_ranks)
         values = parsed.values
-        per_step = _fits(values, -1, inputs, axis, "positions", _per_step(inputs, axis))
+        per_step = fits(values, -1, inputs, axis, "positions", _per_step(inputs, axis))
         per_example = ()
         if len(values.shape) == 2:
-            per_example = _fits(values, 0, inputs, 0, "positions", _per_example(inputs))
+            per_example = fits(values, 0, inputs, 0, "positions", _per_example(inputs))
         return dataclasses.replace(
             parsed, checks=parsed.checks + per_step + per_example
         )
@@ -332,11 +375,11 @@ def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2))
     parsed = span(start_index, length, low=low)
     if not parsed.batched_span:
         return parsed
-    per_example = _fits(parsed.start, 0, inputs, 0, "start_index", _per_example(inputs))
+    per_example = fits(parsed.start, 0, inputs, 0, "start_index", _per_example(inputs))
     return dataclasses.replace(parsed, checks=parsed.checks + per_example)
 
 
-def _fits(tensor, axis, inputs, input_axis, name, expected):
+def fits(tensor, axis, inputs, input_axis, name, expected):
     """Whether ``tensor.shape[axis]`` equals ``inputs.shape[input_axis]``.
 
     Raises now when both sizes are known; otherwise returns a run-time

@@ -64,8 +64,8 @@ def _digits_for(max_turns):
     return _FRACTION_DIGITS + scaled.adjusted() + 1 + _GUARD_DIGITS
 
 
-def sinusoidal_turns(depth, max_wavelength):
-    """Turns per position ``b**(-2i/depth) / (2 pi)`` of each sine channel.
+def sinusoidal_turns(depth, max_wavelength, scale=1):
+    """Turns per position ``scale * b**(-2i/depth) / (2 pi)`` of each sine channel.
 
     The ratio ``b**(-2/depth)`` is computed once and the frequencies by
     repeated multiplication, all with enough digits that every
@@ -74,22 +74,63 @@ def sinusoidal_turns(depth, max_wavelength):
     Args:
         depth: int. Width of the encoding.
         max_wavelength: float. The base ``b``.
+        scale: int or `fractions.Fraction` > 0, exact: every frequency
+            times `scale` (a grid's positions ``i * scale``, folded in).
 
     Returns:
         A tuple of ``(depth + 1) // 2`` `decimal.Decimal` values.
     """
     base = decimal.Decimal(max_wavelength)
+    numerator, denominator = scale.numerator, scale.denominator
     with decimal.localcontext() as ctx:
         ctx.prec = 28
-        # The largest frequency: f_0 = 1 / (2 pi) when b >= 1, below
-        # 1 / (2 pi b) otherwise.
-        largest = 1 / (2 * min(base, decimal.Decimal(1)) * PI)
+        # The largest frequency: f_0 = scale / (2 pi) when b >= 1, below
+        # scale / (2 pi b) otherwise.
+        factor = decimal.Decimal(numerator) / denominator
+        largest = factor / (2 * min(base, decimal.Decimal(1)) * PI)
         ctx.prec = _digits_for(largest)
         ratio = (-2 * base.ln() / depth).exp()
-        turns = [1 / (2 * +PI)]
+        turns = [decimal.Decimal(numerator) / denominator / (2 * +PI)]
         for _ in range((depth + 1) // 2 - 1):
             turns.append(turns[-1] * ratio)
         return tuple(turns)
+
+
+def geometric_turns(count, base, denominator, scale=1.0):
+    """Turns per unit ``scale * base**(-i / denominator) / (2 pi)``, ``i < count``.
+
+    The frequencies of diffusion timestep embeddings (`keras_posenc.timestep`):
+    the ratio ``base**(-1 / denominator)`` is computed once and the rest by
+    repeated multiplication, with enough digits that every ``frac(2**24 f)``
+    keeps `_FRACTION_DIGITS` correct digits; `scale` (a float, taken as the
+    exact binary number it is) multiplies each frequency exactly.
+
+    Returns:
+        A tuple of `count` `decimal.Decimal` values.
+    """
+    if count == 0:
+        return ()
+    base, scale = decimal.Decimal(base), decimal.Decimal(scale)
+    denominator = decimal.Decimal(denominator)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 28
+        ratio = (-base.ln() / denominator).exp()
+        largest = abs(scale) * max(ratio ** max(count - 1, 0), 1) / (2 * PI)
+        ctx.prec = _digits_for(largest) + len(str(count))
+        ratio = (-base.ln() / denominator).exp()
+        turns = [scale / (2 * +PI)]
+        for _ in range(count - 1):
+            turns.append(turns[-1] * ratio)
+        return tuple(turns[:count])
+
+
+def scaled_turns(angular_frequencies, scale):
+    """`turns_of` the frequencies, each multiplied exactly by `scale`."""
+    scale = decimal.Decimal(scale)
+    turns = turns_of(angular_frequencies)
+    with decimal.localcontext() as ctx:
+        ctx.prec = _digits_for(max((abs(t) for t in turns), default=0) * abs(scale))
+        return tuple(t * scale for t in turns)
 
 
 def radians_of(turns):

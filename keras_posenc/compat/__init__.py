@@ -11,7 +11,9 @@ values within float32 noise at short positions, and within 2e-7 of the
 exact values at every int32 position, where keras-hub's float32 angles are
 off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `LlamaRotaryEmbedding`, `Phi3SuScaledRotaryEmbedding` and
-`ESMRotaryEmbedding` stand in for the keras-hub subclasses of those names.
+`ESMRotaryEmbedding` stand in for the keras-hub subclasses of those names;
+`FluxRotaryPositionalEmbedding` and `FluxTimestepEmbedding` for FLUX's
+`RotaryPositionalEmbedding` and `TimestepEmbedding` (`flux_maths`).
 
 `use_exact(model)` makes every keras-hub position layer inside a keras-hub
 model exact, in place, and refuses by name any layer it cannot map exactly.
@@ -31,6 +33,10 @@ Example:
 True
 """
 
+from keras_posenc.compat._flux import (
+    FluxRotaryPositionalEmbedding,
+    FluxTimestepEmbedding,
+)
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
@@ -39,6 +45,8 @@ from keras_posenc.compat._swap import use_exact
 
 __all__ = [
     "ESMRotaryEmbedding",
+    "FluxRotaryPositionalEmbedding",
+    "FluxTimestepEmbedding",
     "LlamaRotaryEmbedding",
     "Phi3SuScaledRotaryEmbedding",
     "RotaryEmbedding",

@@ -9,6 +9,10 @@ from typing import Any, cast
 import keras
 
 from keras_posenc.compat._base import PACKAGE, require_keras3
+from keras_posenc.compat._flux import (
+    FluxRotaryPositionalEmbedding,
+    FluxTimestepEmbedding,
+)
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
@@ -32,6 +36,12 @@ _DROP_INS = {
         "Phi3SuScaledRotaryEmbedding",
     ): Phi3SuScaledRotaryEmbedding,
     (_HUB + "models.esm.esm_attention", "ESMRotaryEmbedding"): ESMRotaryEmbedding,
+    # FLUX's own layers, held by `EmbedND.rope` and `FluxBackbone`.
+    (
+        _HUB + "models.flux.flux_maths",
+        "RotaryPositionalEmbedding",
+    ): FluxRotaryPositionalEmbedding,
+    (_HUB + "models.flux.flux_maths", "TimestepEmbedding"): FluxTimestepEmbedding,
 }
 # Subclasses with no exact equivalent, and why.
 _REFUSED = {
@@ -239,7 +249,9 @@ def use_exact(model):
     `keras_posenc.compat` with the same configuration: the same values
     within float32 noise at short positions, and within 2e-7 of exact cos
     and sin (RoFormer, Su et al., 2021, https://arxiv.org/abs/2104.09864)
-    at every int32 position. The layer objects are kept and change class,
+    at every int32 position. So do FLUX's `RotaryPositionalEmbedding` and
+    `TimestepEmbedding` (`FluxBackbone`): exact at float ids and
+    timesteps. The layer objects are kept and change class,
     so every reference to them (attention layers' attributes, functional
     graphs) sees the exact layer; weights are untouched. A subclass that
     cannot be mapped exactly (Moonshine's, which returns angles; an unknown

@@ -1,0 +1,152 @@
+"""The exact engine at fractional positions: sin and cos of ``t * w`` for float32 ``t``.
+
+Diffusion timesteps (Ho et al., 2020, https://arxiv.org/abs/2006.11239;
+the sinusoid of Vaswani et al., 2017, section 3.5) and interpolated grid or
+FLUX position ids are fractional. Their angle ``t * w`` formed in float32
+loses ``|t w| * 2**-24`` radians, and 16-bit pipelines round ``t`` itself
+(998.39 becomes 1000 in bfloat16). Here no angle and no position is ever
+rounded: a float32 ``|t| < 2**31`` is split exactly as
+
+    |t| = a + c * 2**-23 + r,   a, c integers, c < 2**23, 0 <= r < 2**-23
+
+(``a = floor(|t|)``, then the fraction's first 23 bits; every step is exact
+in float32). The engine's exact integer phase (`_exact.engine.phase_of`)
+gives ``a * f`` and ``c * (f * 2**-23)`` modulo one turn, and ``r * f`` is
+a rest below ``2**-11`` turns, formed in float32 (an error below 2**-34
+turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
+within 2e-7 of the exact values, the engine's promise, for every float32
+``t`` with ``|t| < 2**31`` and frequencies up to `MAX_TURNS` turns per unit.
+Integer positions (int32) go through the integer engine unchanged.
+"""
+
+import decimal
+import functools
+
+import numpy as np
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._exact import engine as _engine
+from keras_posenc._exact.phase_constants import phase_constants
+
+# Largest frequency, in turns per unit of position, at which the float32 rest
+# ``r * f`` (r < 2**-23) stays below 2**-11 turns (the engine's series is
+# within its bound there).
+MAX_TURNS = 2**12
+_FRACTION_BITS = 23
+# Positions at or past 2**31 in magnitude cannot be split into int32 parts.
+_LIMIT = 2.0**31
+
+
+class FractionalEncoder:
+    """sin and cos of ``t * w_k`` for float32 or int32 positions ``t``.
+
+    Args:
+        turns: sequence of `decimal.Decimal`: turns per unit of position
+            ``w_k / (2 pi)``, each at most `MAX_TURNS` in magnitude.
+    """
+
+    def __init__(self, turns):
+        turns = tuple(turns)
+        count = len(turns)
+        with decimal.localcontext() as ctx:
+            ctx.prec = 80
+            below = tuple(t / 2**_FRACTION_BITS for t in turns)
+        host = (
+            phase_constants(turns, 2 * count, "concatenated"),
+            phase_constants(below, 2 * count, "concatenated"),
+            np.array([float(t) for t in turns], np.float32),
+        )
+        self.count = count
+        self._host = host
+        self._on_device = {}
+        if _backend.NAME == "torch":
+            self._float = self._fractional
+            self._int = self._integer
+        else:
+            self._float = _backend.compile_function(self._fractional)
+            self._int = _backend.compile_function(self._integer)
+
+    def _consts(self):
+        device = _backend.device_key()
+        consts = self._on_device.get(device)
+        if consts is None:
+            consts = self._on_device[device] = _backend.host_work(self._made)()
+        return consts
+
+    def _made(self):
+        whole, below, turns = self._host
+        made = (
+            _engine.EngineConstants.of(whole),
+            _engine.EngineConstants.of(below),
+            turns,
+        )
+        if _backend.NAME != "torch":
+            return made
+        with _backend.eager_scope():
+            return (*made[:2], ops.convert_to_tensor(turns))
+
+    def _integer(self, q):
+        """int32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos)."""
+        whole, _, _ = self._consts()
+        phase, rest = _engine.phase_of(q, whole)
+        return _engine.sincos_of_phase(phase, rest, whole)
+
+    def _fractional(self, t):
+        """float32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos); NaN where
+        ``t`` is not finite or ``|t| >= 2**31``."""
+        whole, below, turns = self._consts()
+        size = ops.abs(t)
+        valid = ops.logical_and(ops.isfinite(t), size < _LIMIT)
+        size = ops.where(valid, size, 0.0)
+        a = ops.floor(size)
+        fraction = size - a  # exact: the bits of `size` below one
+        c = ops.floor(fraction * 2.0**_FRACTION_BITS)
+        r = fraction - c * 2.0**-_FRACTION_BITS  # exact: its bits below 2**-23
+        phase_a, rest_a = _engine.phase_of(ops.cast(a, "int32"), whole)
+        phase_c, rest_c = _engine.phase_of(ops.cast(c, "int32"), below)
+        phase = phase_a + phase_c  # both in [0, 2**24)
+        rest = (rest_a + rest_c) + ops.reshape(r, (-1, 1, 1)) * turns
+        # A negative position turns the other way: -phase, -rest (cos(-x) =
+        # cos x and sin(-x) = -sin x, exactly, from the same ops).
+        negative = ops.reshape(t < 0, (-1, 1, 1))
+        phase = ops.where(negative, 2**25 - phase, phase)
+        rest = ops.where(negative, -rest, rest)
+        phase = phase - ops.right_shift(phase, 24) * 2**24
+        pair = _engine.sincos_of_phase(phase, rest, whole)
+        return ops.where(ops.reshape(valid, (-1, 1, 1)), pair, float("nan"))
+
+    def pairs(self, positions):
+        """sin and cos at `positions`: float32 ``positions.shape + [2, n]``.
+
+        Args:
+            positions: a float32 or int32 tensor of any shape (checked by
+                the caller); float ones that are not finite or not below
+                2**31 in magnitude give NaN.
+        """
+        shape = ops.shape(positions)
+        flat = ops.reshape(positions, (-1,))
+        count = flat.shape[0]
+        bucket = _backend.NAME == "jax" and not _backend.is_traced(flat)
+        if bucket:
+            # Eager JAX compiles once per size: pad to a power of two, so that
+            # a few compilations serve every size (values are per element).
+            flat = ops.pad(flat, [(0, _engine.length_bucket(count) - count)])
+        if "int" in _backend.dtype_name(flat):
+            pair = self._int(ops.cast(flat, "int32"))
+        else:
+            pair = self._float(ops.cast(flat, "float32"))
+        if bucket:
+            pair = pair[:count]
+        return ops.reshape(pair, (*shape, 2, self.count))
+
+    def sincos(self, positions):
+        """`pairs` as two tensors ``positions.shape + [n]``: sin, cos."""
+        sin, cos = ops.unstack(self.pairs(positions), num=2, axis=-2)
+        return sin, cos
+
+
+@functools.lru_cache(maxsize=64)
+def fractional_encoder(turns):
+    """The cached `FractionalEncoder` of a tuple of `decimal.Decimal` turns."""
+    return FractionalEncoder(turns)

@@ -1,0 +1,246 @@
+"""Grid tables: one exact 1-D table per axis, broadcast and joined.
+
+MAE's ``get_2d_sincos_pos_embed`` (He et al., 2021,
+https://arxiv.org/abs/2111.06377), shared by DiT, PixArt and SD3 through
+diffusers, and CogVideoX's ``get_3d_sincos_pos_embed``: each axis of the
+grid gets the 1-D sinusoid ``[sin(p w) | cos(p w)]``,
+``w_k = 10000 ** (-2k / width)``, of its own positions ``p``, and a cell's
+row joins its axes' rows. The feature blocks, in order: 1-D ``[axis 0]``;
+2-D ``[width axis D/2 | height axis D/2]`` (MAE's meshgrid puts the width
+coordinate first); 3-D ``[time D/4 | width 3D/8 | height 3D/8]``.
+
+Positions: index ``i`` of an axis whose table has ``G`` rows (the grid, or
+the `max_grid_shape` it is cropped from) is ``i * base_size / (G * scale)``
+(``i / scale`` without `base_size`). ``"exact"`` takes that rational
+number as it is: the ratio is folded into the frequencies on the host
+(`decimal`), and the integer index goes through the exact engine.
+``"float32"`` rounds it as diffusers does (float32 ``arange(G) / (G /
+base_size) / scale``, on the host) and takes the exact sinusoid of the
+rounded positions (`_exact.fractional`).
+"""
+
+import functools
+from typing import Any
+
+import numpy as np
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._exact import engine as _engine
+from keras_posenc._exact.fractional import fractional_encoder
+from keras_posenc._exact.phase_constants import phase_constants, sinusoidal_turns
+
+_WAVELENGTH = 10000.0
+
+
+def blocks(rank, dim):
+    """``(grid axis, width)`` of each feature block, in column order."""
+    if rank == 1:
+        return ((0, dim),)
+    if rank == 2:
+        return ((1, dim // 2), (0, dim // 2))
+    spatial = 3 * dim // 8
+    return ((0, dim // 4), (2, spatial), (1, spatial))
+
+
+@functools.lru_cache(maxsize=64)
+def _exact_encoder(width, ratio):
+    """The engine for ``[sin | cos]`` of index ``i`` at position ``i * ratio``."""
+    turns = sinusoidal_turns(width, _WAVELENGTH, ratio)
+    return _engine.Encoder(phase_constants(turns, width, "concatenated"))
+
+
+@functools.lru_cache(maxsize=64)
+def _float32_encoder(width):
+    return fractional_encoder(sinusoidal_turns(width, _WAVELENGTH))
+
+
+def float32_positions(first, count, size, base_size, scale):
+    """diffusers' float32 positions of indices ``first + [0, count)`` (numpy).
+
+    ``arange(size) / (size / base_size) / scale`` as numpy and torch compute
+    it in float32 (``size / base_size`` rounded from float64, each division
+    rounded to float32).
+    """
+    index = np.arange(first, first + count, dtype=np.float32)
+    if base_size is not None:
+        index = index / np.float32(size / base_size)
+    return index / np.float32(scale)
+
+
+def axis_engine(axes, axis, width, size):
+    """The engine of an axis's rows: an `_exact.engine.Encoder` of the exact
+    ratio, or a `FractionalEncoder` (float32 positions). Host work."""
+    if axes.options.positions == "exact":
+        return _exact_encoder(width, axes.ratio(axis, size))
+    return _float32_encoder(width)
+
+
+def axis_rows(engine, axes, axis, size, first, count):
+    """float32 ``[count, width]``: ``[sin | cos]`` of indices ``first + [0, count)``.
+
+    Args:
+        engine: the axis's `axis_engine`.
+        axes: the `GridAxes`.
+        axis: int. The grid axis (its scale).
+        size: int. Rows of the axis's table (`G`: positions scale with it).
+        first: int, or an int32 scalar tensor (``"exact"`` only).
+        count: int, or an int32 scalar tensor in a TF graph (``"exact"`` only).
+    """
+    if axes.options.positions == "exact":
+        return engine.rows(first, count)
+    positions = float32_positions(
+        first, count, size, axes.options.base_size, axes.scales[axis]
+    )
+    if positions.size and float(np.abs(positions).max()) >= _arguments.POSITION_LIMIT:
+        raise _arguments.invalid(
+            "interpolation_scale",
+            "a scale that keeps float32 positions below 2**31",
+            axes.options.interpolation_scale,
+        )
+    if _backend.NAME == "jax" and not _backend.tracing():
+        # Eager JAX compiles once per size: pad to a power of two.
+        padded = np.zeros(_engine.length_bucket(count), np.float32)
+        padded[:count] = positions
+        positions = padded
+    sin, cos = engine.sincos(ops.convert_to_tensor(positions))
+    return ops.concatenate([sin[:count], cos[:count]], axis=-1)
+
+
+def joined(parts, axes, sizes, dim):
+    """The grid table ``[*sizes, dim]`` from the blocks' axis rows."""
+    if axes.rank == 1:
+        return parts[0]
+    columns = []
+    for (axis, width), rows in zip(blocks(axes.rank, dim), parts, strict=True):
+        shape = [1] * axes.rank
+        shape[axis] = -1
+        rows = ops.reshape(rows, (*shape, width))
+        columns.append(ops.broadcast_to(rows, (*sizes, width)))
+    return ops.concatenate(columns, axis=-1)
+
+
+class GridRows:
+    """The rows of a grid encoding of `dim` features: computed, or looked up.
+
+    In lookup mode the axis tables of `max_grid_shape` are built once (a
+    few kilobytes: one 1-D table per axis, never the grid's full table)
+    and each call slices them at its crop; a call's rows are the same bits
+    in both modes.
+
+    Args:
+        axes: the `GridAxes`.
+        dim: int. Features (checked by the caller).
+    """
+
+    def __init__(self, axes, dim):
+        self.axes, self.dim = axes, dim
+        self.blocks = blocks(axes.rank, dim)
+        self.tables: Any = None  # lookup mode: the axis tables of max_grid_shape
+        # (axis, width, table size) -> engine: a plain dict, which
+        # `torch.compile` reads as it is (a cache wrapper it would trace).
+        self._engines = {}
+        maximum = axes.options.max_grid_shape
+        if axes.options.mode == "lookup":
+            for axis, width in self.blocks:
+                _arguments.check_table_bytes(maximum[axis], width, "max_grid_shape")
+            with _backend.eager_scope():
+                self.tables = _backend.host_work(self._tables)()
+        elif maximum is not None or axes.options.base_size is None:
+            # Engines that serve every grid size, made now (outside a trace).
+            for axis, width in self.blocks:
+                self._engine(axis, width, 1 if maximum is None else maximum[axis])
+
+    def _tables(self):
+        maximum = self.axes.options.max_grid_shape
+        return [
+            self._rows(axis, width, maximum[axis], 0, maximum[axis])
+            for axis, width in self.blocks
+        ]
+
+    def _rows(self, axis, width, size, first, count):
+        """`axis_rows` with the axis's engine."""
+        engine = self._engine(axis, width, size)
+        return axis_rows(engine, self.axes, axis, size, first, count)
+
+    def _engine(self, axis, width, size):
+        """The axis's engine, made once (on the host, outside a trace)."""
+        options = self.axes.options
+        # Only exact positions with a base size depend on the table's size.
+        by_size = options.positions == "exact" and options.base_size is not None
+        key = (axis, width, size if by_size else None)
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = _backend.host_work(axis_engine)(self.axes, axis, width, size)
+            self._engines[key] = engine
+        return engine
+
+    def _computed(self):
+        """Whether this call computes its rows (no table, or under `jax.jit`,
+        where a table would be a constant of every compiled program)."""
+        return self.tables is None or _backend.embeds_constants()
+
+    def _placed_by_size(self):
+        """Whether positions depend on the call's grid size or crop."""
+        options = self.axes.options
+        return options.positions == "float32" or (
+            options.base_size is not None and options.max_grid_shape is None
+        )
+
+    def _checks(self, sizes, name):
+        """Raises for a grid past `max_grid_shape` now, or returns the
+        run-time checks of sizes known only when the graph runs."""
+        maximum = self.axes.options.max_grid_shape
+        if self._computed() and self._placed_by_size():
+            if not all(isinstance(s, int) for s in sizes):
+                raise _arguments.invalid(
+                    name,
+                    "grid sizes known when traced (base_size without "
+                    "max_grid_shape and positions='float32' place positions by "
+                    "the grid's size; use max_grid_shape or static shapes)",
+                    tuple(sizes),
+                )
+        if maximum is None:
+            return []
+        if any(
+            isinstance(s, int) and s > m for s, m in zip(sizes, maximum, strict=True)
+        ):
+            raise _arguments.invalid(
+                name, f"a grid within max_grid_shape={maximum}", tuple(sizes)
+            )
+        message = f"A grid axis is larger than max_grid_shape={maximum}."
+        return [
+            (size <= limit, message)
+            for size, limit in zip(sizes, maximum, strict=True)
+            if not isinstance(size, int)
+        ]
+
+    def __call__(self, sizes, name="grid_shape"):
+        """float32 ``[*sizes, dim]``; `sizes` are ints or int32 scalar tensors."""
+        checks = self._checks(sizes, name)
+        parts = [self._axis(axis, width, sizes[axis]) for axis, width in self.blocks]
+        return _backend.guard(joined(parts, self.axes, sizes, self.dim), checks)
+
+    def _axis(self, axis, width, size):
+        """One axis's rows: the crop of its table (SD3: ``(max - size) // 2``)."""
+        options = self.axes.options
+        if options.max_grid_shape is None:
+            table_size, first = size, 0
+        else:
+            table_size = options.max_grid_shape[axis]
+            first = 0 if options.crop == "top_left" else (table_size - size) // 2
+        if self._computed():
+            return self._rows(axis, width, table_size, first, size)
+        table = self.tables[self.blocks.index((axis, width))]
+        return _backend.slice_rows(table, first, size)
+
+
+__all__ = [
+    "GridRows",
+    "axis_engine",
+    "axis_rows",
+    "blocks",
+    "float32_positions",
+    "joined",
+]

@@ -1,0 +1,203 @@
+"""N-axis RoPE: each axis of a position id rotates its own features (FLUX).
+
+FLUX (Black Forest Labs, 2024, https://github.com/black-forest-labs/flux)
+gives every token a position id of several axes (`EmbedND`: index, row,
+column) and rotates ``axes_dim[i]`` features by axis ``i`` with its own
+frequencies ``theta ** (-arange(0, d_i, 2) / d_i)`` (its ``rope(pos, dim,
+theta)``), the axes' features concatenated in order; 2-D axial RoPE for
+ViT patch grids (Heo et al., 2024, https://arxiv.org/abs/2403.13298) is
+the same with two axes. Ids may be fractional (interpolated grids): the
+values come from the exact engine at fractional positions
+(`_exact.fractional`), within 2e-7 of the exact sin and cos at every
+float32 id below 2**31 in magnitude (int32 ids through its integer path).
+The rows are the engine's ``[sin | cos]`` of all the axes' frequencies, so
+`_rope.rotation` lays them out and rotates as for one axis.
+"""
+
+import functools
+
+import numpy as np
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
+from keras_posenc._checks.echo import shortened
+from keras_posenc._exact.engine import length_bucket
+from keras_posenc._exact.fractional import MAX_TURNS, fractional_encoder
+from keras_posenc._exact.phase_constants import sinusoidal_turns
+from keras_posenc._rope import rotation as _rotation
+from keras_posenc._rope.config import LAYOUTS, MAX_ROTARY_DIM
+
+
+def check_axes_dim(value):
+    """`axes_dim` as a tuple of positive even ints summing to at most 65536."""
+    expected = (
+        f"a non-empty list of positive even integers summing to at most "
+        f"{MAX_ROTARY_DIM} (the features each axis rotates)"
+    )
+    listed = isinstance(value, (list, tuple)) and 0 < len(value) <= MAX_ROTARY_DIM
+    if not listed or not all(
+        _arguments.is_int(d) and d > 0 and d % 2 == 0 for d in value
+    ):
+        raise _arguments.invalid("axes_dim", expected, shortened(value))
+    if sum(value) > MAX_ROTARY_DIM:
+        raise _arguments.invalid("axes_dim", expected, shortened(value))
+    return tuple(int(d) for d in value)
+
+
+def check_options(axes_dim, *, rope_scaling=None, inverse_frequencies=None, **others):
+    """Refuses, by name, the options N-axis RoPE does not apply.
+
+    `others` hold options whose only allowed value is given as
+    ``(value, allowed)``: `rotary_dim` (None) and `mode` ("compute").
+    """
+    given = {"rope_scaling": rope_scaling, "inverse_frequencies": inverse_frequencies}
+    for name, value in given.items():
+        if value is not None:
+            expected = "None with `axes_dim` (N-axis RoPE takes `max_wavelength` only)"
+            raise _arguments.invalid(name, expected, shortened(value))
+    for name, (value, allowed) in others.items():
+        if value != allowed:
+            expected = f"{allowed!r} with `axes_dim`"
+            raise _arguments.invalid(name, expected, value)
+
+
+def check_head_dim(dim, axes_dim):
+    """The features to rotate (the head dim) must be `sum(axes_dim)`."""
+    if dim != sum(axes_dim):
+        expected = (
+            f"dimensions summing to the head dim, {dim} (they sum to {sum(axes_dim)})"
+        )
+        raise _arguments.invalid("axes_dim", expected, list(axes_dim))
+
+
+class AxesRows:
+    """The engine's rows ``[sin | cos]`` of position ids ``[..., n_axes]``.
+
+    Args:
+        axes_dim: tuple of even ints: the features of each axis.
+        max_wavelength: float. The base `theta` of every axis.
+    """
+
+    def __init__(self, axes_dim, max_wavelength):
+        turns = [sinusoidal_turns(d, max_wavelength) for d in axes_dim]
+        if max(max(t) for t in turns) > MAX_TURNS:
+            expected = (
+                f"a base whose frequencies are at most {MAX_TURNS} turns per "
+                "unit of position with `axes_dim` (the engine's bound for "
+                "fractional ids)"
+            )
+            raise _arguments.invalid("max_wavelength", expected, max_wavelength)
+        self.axes_dim = axes_dim
+        self._encoders = tuple(fractional_encoder(t) for t in turns)
+        # One compiled call for every axis (eager JAX: per length bucket).
+        self._rows = _backend.compile_function(self._rows_of)
+
+    def _rows_of(self, ids):
+        """int32 or float32 ``[N, n_axes]`` -> float32 ``[N, dim]``."""
+        sines, cosines = [], []
+        for axis, encoder in enumerate(self._encoders):
+            sin, cos = encoder.sincos(ids[:, axis])
+            sines.append(sin)
+            cosines.append(cos)
+        return ops.concatenate(sines + cosines, axis=-1)
+
+    def __call__(self, ids):
+        """float32 ``ids.shape[:-1] + [sum(axes_dim)]`` from checked int32 or
+        float32 ids (NaN rows for float ids that cannot be encoded)."""
+        shape = ops.shape(ids)[:-1]
+        flat = ops.reshape(ids, (-1, len(self.axes_dim)))
+        count = flat.shape[0]
+        if _backend.NAME == "jax" and not _backend.is_traced(flat):
+            # Eager JAX compiles per size: pad to a power of two (zeros are
+            # valid ids), so that a few compilations serve every size.
+            padded = ops.pad(flat, [(0, length_bucket(count) - count), (0, 0)])
+            rows = self._rows(padded)[:count]
+        else:
+            rows = self._rows(flat)
+        return ops.reshape(rows, (*shape, sum(self.axes_dim)))
+
+    def parse(self, name, ids, ranks):
+        """``(values, checks)`` of position ids ``[..., n_axes]`` of one of
+        `ranks`; the checks on ``ids.shape[:-1]`` (an id holds every axis)."""
+        values, checks = _positions.reals(name, ids)
+        n_axes = len(self.axes_dim)
+        shape = tuple(values.shape)
+        if len(shape) not in ranks or shape[-1] != n_axes:
+            expected = (
+                f"position ids of rank {' or '.join(map(str, ranks))} whose last "
+                f"axis holds the {n_axes} axes of `axes_dim`"
+            )
+            raise _arguments.invalid(name, expected, f"<shape={shape}>")
+        return values, checks
+
+    def layer_rows(self, inputs, seq, positions):
+        """Rows for a layer call on `inputs` (sequence on `seq`): ``[length,
+        dim]`` or ``[batch, length, dim]``, under the failure policy."""
+        if positions is None:
+            n_axes = len(self.axes_dim)
+            expected = (
+                f"position ids [batch, length, {n_axes}] or [length, {n_axes}] "
+                "(required with `axes_dim`)"
+            )
+            raise _arguments.invalid("positions", expected, None)
+        values, checks = self.parse("positions", positions, (2, 3))
+        steps = "one id per step of the sequence axis of `inputs`"
+        checks += _positions.fits(values, -2, inputs, seq, "positions", steps)
+        if len(values.shape) == 3:
+            examples = "one row of ids per example of `inputs`"
+            checks += _positions.fits(values, 0, inputs, 0, "positions", examples)
+        return _guarded(self(values), checks)
+
+    def function_rows(self, positions, name="positions"):
+        """Rows for `rotary_cos_sin`: ``positions.shape[:-1] + [dim]``."""
+        values, checks = self.parse(name, positions, (1, 2, 3, 4))
+        return _guarded(self(values), checks)
+
+
+def _guarded(rows, checks):
+    """`rows` under the failure policy of checks on every axis of the ids."""
+    per_id = [_positions.Check(ops.all(ok, axis=-1), text) for ok, text in checks]
+    return _backend.guard(rows, per_id)
+
+
+@functools.lru_cache(maxsize=64)
+def axes_rows(axes_dim, max_wavelength):
+    """The cached `AxesRows` of one option set."""
+    return AxesRows(axes_dim, max_wavelength)
+
+
+def cos_sin(positions, dim, axes_dim, max_wavelength, rope_scaling, layout, given):
+    """`rotary_cos_sin` with `axes_dim` (`given`: `inverse_frequencies`)."""
+    axes_dim = check_axes_dim(axes_dim)
+    check_options(axes_dim, rope_scaling=rope_scaling, inverse_frequencies=given)
+    check_head_dim(dim, axes_dim)
+    layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    rows = axes_rows(axes_dim, _arguments.check_wavelength(max_wavelength))
+    table = rows.function_rows(positions)
+    return _rotation.cos_sin(table, dim, 1.0, layout, signed=False)
+
+
+def grid_ids(grid_shape, text_length, n_axes):
+    """int32 ``[text_length + prod(grid_shape), n_axes]``: zeros for the text,
+    then the grid's indices in row-major order on the last axes."""
+    expected = "a non-empty list of positive integers"
+    if not isinstance(grid_shape, (list, tuple)) or not grid_shape:
+        raise _arguments.invalid("grid_shape", expected, shortened(grid_shape))
+    if not all(_arguments.is_int(s) and s > 0 for s in grid_shape):
+        raise _arguments.invalid("grid_shape", expected, shortened(grid_shape))
+    grid_shape = tuple(int(s) for s in grid_shape)
+    text_length = _arguments.check_non_negative_int("text_length", text_length)
+    n_axes = len(grid_shape) if n_axes is None else n_axes
+    if not _arguments.is_int(n_axes) or not len(grid_shape) <= n_axes <= 64:
+        expected = f"an integer in [{len(grid_shape)}, 64] (len(grid_shape) or more)"
+        raise _arguments.invalid("n_axes", expected, n_axes)
+    count = text_length + int(np.prod(grid_shape, dtype=object))
+    if count > _arguments.MAX_LENGTH or max(grid_shape) > _arguments.POSITION_LIMIT:
+        expected = f"at most {_arguments.MAX_LENGTH} ids with the text"
+        raise _arguments.invalid("grid_shape", expected, grid_shape)
+    ids = np.zeros((count, n_axes), np.int32)
+    grid = np.indices(grid_shape, dtype=np.int32).reshape(len(grid_shape), -1)
+    ids[text_length:, n_axes - len(grid_shape) :] = grid.T
+    return ids

@@ -1,0 +1,279 @@
+"""Image and video grids: `grid_sincos_table` and `GridPositionEncoding`.
+
+The fixed 2-D sin-cos encoding of MAE (He et al., 2021,
+https://arxiv.org/abs/2111.06377), shared by DiT, PixArt, SD3 and
+diffusers, its 1-D form, and CogVideoX's 3-D one, exact to float32
+rounding (`_exact/grid_rows.py`).
+"""
+
+import math
+from typing import Any
+
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks.grid_options import GridOptions, check_grid_shape
+from keras_posenc._exact.grid_rows import GridRows
+from keras_posenc._keras import PositionLayer, keras, output_shape
+
+
+def _with_tokens(table, dim, extra_tokens):
+    """``[N, dim]`` rows, after `extra_tokens` zero rows (class tokens)."""
+    table = ops.reshape(table, (-1, dim))
+    if not extra_tokens:
+        return table
+    return ops.concatenate([ops.zeros((extra_tokens, dim), table.dtype), table], axis=0)
+
+
+@_backend.not_autograph
+def grid_sincos_table(
+    grid_shape: tuple,
+    dim: int,
+    *,
+    extra_tokens: int = 0,
+    base_size: int | None = None,
+    interpolation_scale: float | tuple = 1.0,
+    positions: str = "exact",
+    max_grid_shape: tuple | None = None,
+    crop: str = "center",
+    dtype: str = "float32",
+) -> Any:
+    """The fixed sin-cos table of a 1-D, 2-D or 3-D grid of patches.
+
+    MAE's `get_2d_sincos_pos_embed` (He et al., 2021,
+    https://arxiv.org/abs/2111.06377; DiT, PixArt, SD3 and diffusers share
+    it): each axis gets the 1-D sinusoid `[sin(p w) | cos(p w)]`,
+    `w_k = 10000 ** (-2k / width)`, of its positions `p`, and a patch's
+    row joins them. Feature blocks: 1-D `[D]`; 2-D `[width axis D/2 |
+    height axis D/2]` (MAE's meshgrid puts the width coordinate first);
+    3-D (CogVideoX's `get_3d_sincos_pos_embed`) `[time D/4 | width 3D/8 |
+    height 3D/8]`. Rows are in row-major patch order (time, then height,
+    then width), after `extra_tokens` zero rows. Within 2e-7 of the exact
+    sinusoid of the positions, with int32 and float32 ops only.
+
+    Positions: index `i` of an axis of `G` rows is `i / scale`, or with
+    `base_size` (PixArt, SD3: diffusers' default is 16) `i * base_size /
+    (G * scale)`, where `G` is the grid's size on that axis, or its
+    `max_grid_shape` size when the table is cropped from a larger one.
+    `positions="exact"` takes that rational number exactly;
+    `positions="float32"` first rounds it as diffusers does (float32
+    `arange(G) / (G / base_size) / scale`) and then takes the exact
+    sinusoid of the rounded value. The two differ where the rounding
+    matters: SD3's 192-row table (`base_size=64`, position `i / 3`) puts
+    index 118 at 39.333... exactly and at 39.333332 in float32, and the
+    tables differ by up to 1.3e-6 (integer positions, as in MAE, give the
+    same table either way).
+
+    Args:
+        grid_shape: tuple of 1 to 3 positive ints: `(L,)`, `(H, W)` or
+            `(T, H, W)`.
+        dim: int. Features `D`: even (1-D), a multiple of 4 (2-D) or of 16
+            (3-D).
+        extra_tokens: int. Zero rows before the grid's (a class token:
+            MAE's `cls_token=True` is `extra_tokens=1`). Defaults to `0`.
+        base_size: int or `None`. Positions span `[0, base_size)` on every
+            axis, whatever its size (PixArt's and SD3's interpolation).
+            Defaults to `None` (integer positions, as in MAE).
+        interpolation_scale: float > 0, or a tuple of one per axis (e.g.
+            CogVideoX's `(1.0, 1.875, 1.875)`): positions are divided by
+            it. Defaults to `1.0`.
+        positions: `"exact"` or `"float32"` (diffusers' rounded positions).
+            Defaults to `"exact"`.
+        max_grid_shape: tuple or `None`. The table is that grid's, cropped
+            to `grid_shape` (SD3's `pos_embed_max_size`, centre crop).
+            Defaults to `None`.
+        crop: `"center"` (SD3's `top = (max - h) // 2`) or `"top_left"`.
+            Defaults to `"center"`.
+        dtype: floating dtype of the result. Defaults to `"float32"`.
+
+    Returns:
+        A backend tensor `[extra_tokens + prod(grid_shape), dim]`.
+
+    Example:
+
+    >>> table = keras_posenc.grid_sincos_table((2, 3), 8)
+    >>> tuple(table.shape)
+    (6, 8)
+    >>> [round(float(v), 3) for v in table[4]]  # row 1, column 1
+    [0.841, 0.01, 0.54, 1.0, 0.841, 0.01, 0.54, 1.0]
+    """
+    options = GridOptions(
+        extra_tokens=extra_tokens,
+        base_size=base_size,
+        interpolation_scale=interpolation_scale,
+        positions=positions,
+        max_grid_shape=max_grid_shape,
+        crop=crop,
+    )
+    sizes = check_grid_shape("grid_shape", grid_shape)
+    axes = options.for_rank(len(sizes))
+    dim = axes.check_dim(dim)
+    dtype = _arguments.check_floating_dtype(dtype)
+    table = GridRows(axes, dim)(sizes)
+    return ops.cast(_with_tokens(table, dim, options.extra_tokens), dtype)
+
+
+def _made_rows(axes, dim):
+    """A `GridRows` (host work, outside `torch.compile`: a class given to
+    `torch.compiler.disable` would have its methods disabled too)."""
+    return GridRows(axes, dim)
+
+
+@keras.saving.register_keras_serializable(package="keras_posenc")
+class GridPositionEncoding(PositionLayer):
+    """Adds the fixed sin-cos encoding of an image or video grid of patches.
+
+    The 2-D encoding of MAE (He et al., 2021,
+    https://arxiv.org/abs/2111.06377), DiT, PixArt and SD3, its 1-D form
+    and CogVideoX's 3-D one, exactly as `grid_sincos_table` defines them,
+    added to patch features laid out as a grid `[batch, H, W, C]`,
+    `[batch, T, H, W, C]`, or as tokens `[batch, N, C]` with a
+    `grid_shape` (and `extra_tokens` class tokens first). Any grid size at
+    call time, eager or compiled. Under 16-bit dtype policies the table is
+    computed in float32 and cast once.
+
+    The layer has no weights. In `"compute"` mode each call computes its
+    grid's table (1-D tables per axis, joined). In `"lookup"` mode the
+    per-axis tables of `max_grid_shape` are built once in `build` and each
+    call crops them (SD3: `max_grid_shape=(192, 192)`, `base_size=64`).
+
+    Args:
+        grid_shape: tuple or `None`. The grid of `[batch, N, C]` inputs,
+            `(L,)`, `(H, W)` or `(T, H, W)` (also a call argument); `None`
+            reads grid inputs' shape, and makes token inputs a 1-D grid.
+            Defaults to `None`.
+        extra_tokens: int. Tokens before the grid's in `[batch, N, C]`
+            inputs, left unchanged. Defaults to `0`.
+        base_size, interpolation_scale, positions, max_grid_shape, crop:
+            as in `grid_sincos_table`.
+        mode: `"compute"` or `"lookup"` (needs `max_grid_shape`).
+            Defaults to `"compute"`.
+        **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: floating tensor `[batch, H, W, C]`, `[batch, T, H, W, C]` or
+            `[batch, N, C]`.
+        grid_shape: tuple or `None`: the grid of token inputs for this
+            call. Defaults to the layer's.
+
+    Input shape:
+        `(batch, H, W, C)`, `(batch, T, H, W, C)` or `(batch, N, C)`.
+
+    Output shape:
+        As the input.
+
+    Example:
+
+    >>> patches = keras.Input(shape=(None, None, 64))
+    >>> x = keras_posenc.GridPositionEncoding()(patches)
+    >>> tuple(x.shape)
+    (None, None, None, 64)
+
+    References:
+        - [He et al., 2021 (MAE)](https://arxiv.org/abs/2111.06377)
+        - [Peebles and Xie, 2023 (DiT)](https://arxiv.org/abs/2212.09748)
+    """
+
+    def __init__(
+        self,
+        grid_shape: tuple | None = None,
+        extra_tokens: int = 0,
+        base_size: int | None = None,
+        interpolation_scale: float | tuple = 1.0,
+        positions: str = "exact",
+        mode: str = "compute",
+        max_grid_shape: tuple | None = None,
+        crop: str = "center",
+        **kwargs: Any,
+    ) -> None:
+        options = GridOptions(
+            grid_shape=grid_shape,
+            extra_tokens=extra_tokens,
+            base_size=base_size,
+            interpolation_scale=interpolation_scale,
+            positions=positions,
+            mode=mode,
+            max_grid_shape=max_grid_shape,
+            crop=crop,
+        )
+        super().__init__(**kwargs)
+        _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
+        self._options = options
+        for name, value in options.to_config().items():
+            setattr(self, name, value)
+        self._dim = 0  # the features, known in `build`
+        self._rows: dict = {}  # rank -> `_exact.grid_rows.GridRows`
+
+    def _rank(self, input_shape, grid_shape):
+        rank = len(input_shape)
+        if rank in (4, 5) and self._options.extra_tokens == 0:
+            return rank - 2
+        if rank == 3:
+            return 1 if grid_shape is None else len(grid_shape)
+        raise _arguments.invalid(
+            "inputs",
+            "[batch, H, W, C] or [batch, T, H, W, C] (without extra_tokens), "
+            "or [batch, N, C] tokens",
+            f"<shape={tuple(input_shape)}>",
+        )
+
+    def build(self, input_shape):
+        rank = self._rank(input_shape, self._options.grid_shape)
+        self._dim = self._options.for_rank(rank).check_dim(input_shape[-1], "inputs")
+        self._rows_of(rank)  # lookup mode: the tables, built once
+        super().build(input_shape)
+
+    def _rows_of(self, rank):
+        """The `GridRows` of `rank`-D grids (token inputs may change rank)."""
+        rows = self._rows.get(rank)
+        if rows is None:
+            axes = self._options.for_rank(rank)
+            axes.check_dim(self._dim, "inputs")
+            rows = self._rows[rank] = _backend.host_work(_made_rows)(axes, self._dim)
+        return rows
+
+    def _grid(self, inputs, grid_shape):
+        """The call's grid sizes (ints, or int32 tensors in a TF graph)."""
+        shape = tuple(inputs.shape)
+        if len(shape) > 3:
+            dims = ops.shape(inputs)[1:-1]
+            known = shape[1:-1]
+            if grid_shape is not None and tuple(grid_shape) != known:
+                raise _arguments.invalid(
+                    "grid_shape", f"the grid of the inputs, {known}", grid_shape
+                )
+            return [k if k is not None else d for k, d in zip(known, dims, strict=True)]
+        extra = self._options.extra_tokens
+        if grid_shape is None:
+            length = shape[1] if shape[1] is not None else ops.shape(inputs)[1]
+            return [length - extra]
+        sizes = check_grid_shape("grid_shape", grid_shape)
+        if shape[1] is not None and shape[1] != extra + math.prod(sizes):
+            raise _arguments.invalid(
+                "grid_shape",
+                f"a grid of the inputs' {shape[1]} tokens after extra_tokens={extra}",
+                grid_shape,
+            )
+        return list(sizes)
+
+    def call(self, inputs: Any, grid_shape: Any = None) -> Any:
+        sizes = self._grid(inputs, grid_shape or self._options.grid_shape)
+        rows = self._rows_of(len(sizes))
+        table = rows(sizes, "inputs" if len(inputs.shape) > 3 else "grid_shape")
+        if len(inputs.shape) == 3:
+            table = _with_tokens(table, self._dim, self._options.extra_tokens)
+        if table.dtype != inputs.dtype:  # a 16-bit policy: cast once
+            table = ops.cast(table, inputs.dtype)
+        return inputs + table
+
+    def compute_output_shape(self, input_shape):
+        return output_shape(list(input_shape))
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(self._options.to_config())
+        return config
+
+
+__all__ = ["GridPositionEncoding", "grid_sincos_table"]

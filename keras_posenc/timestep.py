@@ -1,0 +1,348 @@
+"""Diffusion timestep embeddings, exact: `timestep_embedding`, `TimestepEmbedding`.
+
+Diffusion models embed their (often fractional) timestep with the sinusoid
+of Vaswani et al., "Attention Is All You Need" (2017), section 3.5
+(https://arxiv.org/abs/1706.03762), as in DDPM (Ho et al., 2020,
+https://arxiv.org/abs/2006.11239), GLIDE/DiT's `timestep_embedding`,
+diffusers' `get_timestep_embedding` / `Timesteps` and FLUX. With
+``half = dim // 2`` and ``w_i = max_period ** (-i / (half - shift))``:
+
+    emb(t) = [sin(scale * t * w_i) | cos(scale * t * w_i)]   (i < half)
+
+(``[cos | sin]`` with `flip_sin_to_cos`, and a zero column when `dim` is
+odd). The values come from the exact engine at fractional positions
+(`_exact/fractional.py`): within 2e-7 of the exact value at the timestep
+exactly as given, for every float32 timestep with ``|t| < 2**31``, with
+int32 and float32 ops only. Timesteps are never rounded to the compute
+dtype: under `mixed_bfloat16` the sinusoid is taken of the float32 (or
+int) timestep and the result cast once.
+"""
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import numpy as np
+from keras import ops
+
+from keras_posenc import _backend
+from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
+from keras_posenc._exact import fractional as _fractional
+from keras_posenc._exact.phase_constants import (
+    geometric_turns,
+    radians_of,
+    scaled_turns,
+)
+from keras_posenc._keras import keras, output_shape
+
+
+def _finite_positive(name, value):
+    ok = isinstance(value, (int, float, np.floating, np.integer))
+    if not ok or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise _arguments.invalid(name, "a finite number > 0", value)
+    return float(value)
+
+
+def _given_frequencies(value, count):
+    """A checkpoint's frequencies as a tuple of exact Python floats, or None."""
+    if value is None:
+        return None
+    if ops.is_tensor(value):  # explicitly to the host (a GPU tensor too)
+        value = ops.convert_to_numpy(value)
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged
+        array = np.asarray(None)
+    ok = array.ndim == 1 and array.dtype.kind in "fiu" and array.size == count
+    if not ok or not np.isfinite(array).all():
+        expected = f"a 1-D array of dim // 2 = {count} finite frequencies"
+        echo = array.tolist() if array.size <= 16 else f"<array shape={array.shape}>"
+        raise _arguments.invalid("inverse_frequencies", expected, echo)
+    return tuple(float(w) for w in array)  # float32 values stay exact
+
+
+@dataclasses.dataclass(frozen=True)
+class TimestepOptions:
+    """The options of a timestep embedding, checked once (see `timestep_embedding`)."""
+
+    dim: int
+    max_period: float = 10000.0
+    flip_sin_to_cos: bool = False
+    downscale_freq_shift: float = 1.0
+    scale: float = 1.0
+    inverse_frequencies: tuple | None = None
+
+    @classmethod
+    def build(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
+        """The checked options; the same object for the same plain arguments
+        (its frequencies and engine are made once)."""
+        try:
+            return _options(dim, max_period, flip_sin_to_cos, shift, scale, given)
+        except TypeError:  # unhashable: an array of frequencies
+            return cls._checked(dim, max_period, flip_sin_to_cos, shift, scale, given)
+
+    @classmethod
+    def _checked(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
+        dim = _arguments.check_depth(dim, "dim")
+        half = dim // 2
+        if isinstance(shift, bool) or not isinstance(shift, (int, float, np.number)):
+            raise _arguments.invalid("downscale_freq_shift", "a number", shift)
+        if given is None and half and not half - shift > 0:
+            expected = f"a number below dim // 2 = {half} (the exponent divides by it)"
+            raise _arguments.invalid("downscale_freq_shift", expected, shift)
+        options = cls(
+            dim,
+            _arguments.check_wavelength(max_period, "max_period"),
+            _arguments.check_bool("flip_sin_to_cos", flip_sin_to_cos),
+            float(shift),
+            _finite_positive("scale", scale),
+            _given_frequencies(given, half),
+        )
+        largest = max((abs(t) for t in options.turns), default=0)
+        if largest > _fractional.MAX_TURNS:
+            expected = (
+                f"`scale` times each frequency at most {_fractional.MAX_TURNS} turns "
+                f"({2 * math.pi * _fractional.MAX_TURNS:.0f} rad) per unit"
+            )
+            raise _arguments.invalid("scale", expected, options.scale)
+        return options
+
+    @functools.cached_property
+    def turns(self):
+        """Turns per unit of timestep of each frequency, `scale` included."""
+        if self.inverse_frequencies is not None:
+            return scaled_turns(self.inverse_frequencies, self.scale)
+        half = self.dim // 2
+        denominator = half - self.downscale_freq_shift
+        return geometric_turns(half, self.max_period, denominator, self.scale)
+
+    @functools.cached_property
+    def encoder(self):
+        return _fractional.fractional_encoder(self.turns)
+
+    def embed(self, timesteps):
+        """float32 ``timesteps.shape + [dim]``."""
+        values, checks = _positions.reals("timesteps", timesteps)
+        if self.dim == 1:  # no frequency: one zero column
+            return _backend.guard(ops.zeros((*ops.shape(values), 1)), checks)
+        pairs = self.encoder.pairs(values)  # [..., 2, half]: sin, cos
+        if self.flip_sin_to_cos:
+            pairs = ops.flip(pairs, axis=-2)
+        rows = ops.reshape(pairs, (*ops.shape(values), 2 * (self.dim // 2)))
+        if self.dim % 2:
+            zeros = ops.zeros_like(rows[..., :1])
+            rows = ops.concatenate([rows, zeros], axis=-1)
+        return _backend.guard(rows, checks)
+
+    def config(self):
+        config = dataclasses.asdict(self)
+        given = self.inverse_frequencies
+        config["inverse_frequencies"] = None if given is None else list(given)
+        return config
+
+
+@functools.lru_cache(maxsize=64)
+def _options(dim, max_period, flip_sin_to_cos, shift, scale, given):
+    return TimestepOptions._checked(
+        dim, max_period, flip_sin_to_cos, shift, scale, given
+    )
+
+
+@_backend.not_autograph
+def timestep_embedding(
+    timesteps: Any,
+    dim: int,
+    *,
+    max_period: float = 10000.0,
+    flip_sin_to_cos: bool = False,
+    downscale_freq_shift: float = 1.0,
+    scale: float = 1.0,
+    inverse_frequencies: Any = None,
+    dtype: str = "float32",
+) -> Any:
+    """The sinusoidal embedding of diffusion timesteps, exact.
+
+    Vaswani et al. (2017, section 3.5, https://arxiv.org/abs/1706.03762) as
+    diffusion models use it (Ho et al., 2020, https://arxiv.org/abs/2006.11239;
+    diffusers' `get_timestep_embedding`, whose defaults these are): with
+    ``half = dim // 2`` and ``w_i = max_period ** (-i / (half -
+    downscale_freq_shift))``, the row of ``t`` is ``[sin(scale t w_i) |
+    cos(scale t w_i)]``, then a zero column if `dim` is odd. Within 2e-7 of
+    the exact value at `timesteps` exactly as given (float32 ``|t| < 2**31``,
+    fractional and negative too; int32), where the usual float32 formula is
+    off by up to 0.06 at ``t = 1000`` with `scale=1000`. float64 timesteps
+    are rounded to float32 once; 16-bit ones are taken as they are.
+
+    Conventions: diffusers `Timesteps(n, flip_sin_to_cos, downscale_freq_shift,
+    scale)` is `timestep_embedding(t, n, flip_sin_to_cos=...,
+    downscale_freq_shift=..., scale=...)`; GLIDE, ADM and DiT are
+    `flip_sin_to_cos=True, downscale_freq_shift=0`; FLUX and keras-hub's
+    Flux are those with `scale=1000.0` (its `time_factor`).
+
+    Args:
+        timesteps: int or float tensor, numpy array or number, any shape.
+        dim: int. Width of the embedding, in `[1, 65536]`.
+        max_period: float. The base of the frequencies. Defaults to `10000.0`.
+        flip_sin_to_cos: bool. `[cos | sin]` instead of `[sin | cos]`.
+            Defaults to `False`.
+        downscale_freq_shift: float. `shift` above, below `dim // 2`.
+            Defaults to `1.0` (diffusers; `0.0` for GLIDE, DiT, FLUX).
+        scale: float > 0. Multiplies every angle exactly (FLUX's
+            `time_factor`). Defaults to `1.0`.
+        inverse_frequencies: `dim // 2` frequencies to use as given (a
+            checkpoint's float32 ones, taken exactly), instead of
+            `max_period` and `downscale_freq_shift`. Defaults to `None`.
+        dtype: floating dtype of the result. Defaults to `"float32"`.
+
+    Returns:
+        A backend tensor of shape `timesteps.shape + [dim]`.
+
+    Example:
+
+    >>> emb = keras_posenc.timestep_embedding(np.array([0.0, 998.3897]), 6)
+    >>> [round(float(v), 4) for v in emb[1]]
+    [-0.5946, -0.5304, 0.0997, 0.804, -0.8477, 0.995]
+    """
+    options = TimestepOptions.build(
+        dim,
+        max_period,
+        flip_sin_to_cos,
+        downscale_freq_shift,
+        scale,
+        inverse_frequencies,
+    )
+    dtype = _arguments.check_floating_dtype(dtype)
+    return ops.cast(options.embed(timesteps), dtype)
+
+
+def timestep_frequencies(
+    dim: int,
+    *,
+    max_period: float = 10000.0,
+    downscale_freq_shift: float = 1.0,
+    scale: float = 1.0,
+) -> Any:
+    """The angular frequencies ``scale * max_period ** (-i / (dim // 2 - shift))``.
+
+    Those of `timestep_embedding` (Vaswani et al., 2017, section 3.5,
+    https://arxiv.org/abs/1706.03762, as diffusion models use them),
+    computed in decimal arithmetic and rounded once to float64.
+
+    Args:
+        dim, max_period, downscale_freq_shift, scale: as in
+            `timestep_embedding`.
+
+    Returns:
+        float64 numpy array of shape `[dim // 2]`, radians per unit of time.
+
+    Example:
+
+    >>> keras_posenc.timestep_frequencies(6, downscale_freq_shift=0.0)
+    array([1.        , 0.04641589, 0.00215443])
+    """
+    options = TimestepOptions.build(
+        dim, max_period, False, downscale_freq_shift, scale, None
+    )
+    return radians_of(options.turns)
+
+
+def _is_symbolic(value):
+    symbolic = getattr(keras, "KerasTensor", None)  # Keras 3; tf-keras has none
+    return symbolic is not None and isinstance(value, symbolic)
+
+
+@keras.saving.register_keras_serializable(package="keras_posenc")
+class TimestepEmbedding(keras.layers.Layer):
+    """Embeds diffusion timesteps with the exact sinusoid.
+
+    The timestep embedding of diffusion models (Vaswani et al., 2017,
+    section 3.5, https://arxiv.org/abs/1706.03762; Ho et al., 2020,
+    https://arxiv.org/abs/2006.11239), as `timestep_embedding` computes it:
+    within 2e-7 of the exact value at the timestep as given. Timesteps are
+    never cast to the compute dtype (a `mixed_bfloat16` pipeline would
+    round 998.39 to 1000 and 937 to 936 before the sinusoid): the
+    embedding is computed from the float32 (or int) timestep and cast to
+    the compute dtype once. No weights.
+
+    Args:
+        dim: int. Width of the embedding, in `[1, 65536]`.
+        max_period: float. Defaults to `10000.0`.
+        flip_sin_to_cos: bool. `[cos | sin]`. Defaults to `False`.
+        downscale_freq_shift: float. Defaults to `1.0` (diffusers).
+        scale: float > 0. Multiplies every angle. Defaults to `1.0`.
+        inverse_frequencies: `dim // 2` frequencies used as given. Defaults
+            to `None`.
+        **kwargs: other keyword arguments of `keras.layers.Layer` (`name`,
+            `dtype`).
+
+    Call arguments:
+        timesteps: int or float tensor of any shape (fractional and
+            negative values too).
+
+    Input shape:
+        Any shape `S`.
+
+    Output shape:
+        `S + [dim]`, in the compute dtype.
+
+    Example:
+
+    >>> embed = keras_posenc.TimestepEmbedding(8, flip_sin_to_cos=True,
+    ...                                        downscale_freq_shift=0.0)
+    >>> tuple(embed(np.array([1.0, 500.5, 999.0])).shape)
+    (3, 8)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Ho et al., 2020](https://arxiv.org/abs/2006.11239)
+    """
+
+    def __init__(
+        self,
+        dim,
+        max_period=10000.0,
+        flip_sin_to_cos=False,
+        downscale_freq_shift=1.0,
+        scale=1.0,
+        inverse_frequencies=None,
+        **kwargs,
+    ):
+        options = TimestepOptions.build(
+            dim,
+            max_period,
+            flip_sin_to_cos,
+            downscale_freq_shift,
+            scale,
+            inverse_frequencies,
+        )
+        kwargs.pop("autocast", None)
+        # Timesteps are never cast to the compute dtype (nor converted by
+        # Keras: `_checks.positions.reals` reads them as given).
+        super().__init__(autocast=False, **kwargs)
+        self.options = options
+        if hasattr(self, "_convert_input_args"):
+            self._convert_input_args = False
+        self.built = True
+
+    def __call__(self, timesteps, *args, **kwargs):
+        if not _backend.is_tensor(timesteps) and not _is_symbolic(timesteps):
+            # Keras takes tensors only; numpy and Python values are read here,
+            # once, before any conversion could wrap or round them.
+            timesteps, _ = _positions.reals("timesteps", timesteps)
+        return super().__call__(timesteps, *args, **kwargs)
+
+    def call(self, timesteps):
+        return ops.cast(self.options.embed(timesteps), self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return output_shape((*tuple(input_shape), self.options.dim))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.options.config())
+        return config
+
+
+__all__ = ["TimestepEmbedding", "timestep_embedding", "timestep_frequencies"]
