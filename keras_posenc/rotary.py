@@ -18,6 +18,7 @@ from keras_posenc._rope.config import (
     LAYOUTS,
     RopeConfig,
     check_rotary_dim,
+    check_sizes,
 )
 
 
@@ -210,6 +211,15 @@ class RotaryEmbedding(PositionLayer):
         - [Ding et al., 2024 (LongRoPE)](https://arxiv.org/abs/2402.13753)
         - [Wang et al., 2024 (Qwen2-VL, M-RoPE)](https://arxiv.org/abs/2409.12191)
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "RotaryEmbedding":
+        # Keras's `__new__` walks every argument (its automatic config)
+        # before `__init__`: lists are sized first, reading no element.
+        check_sizes(
+            args[1] if len(args) > 1 else kwargs.get("rope_scaling"),
+            args[4] if len(args) > 4 else kwargs.get("inverse_frequencies"),
+        )
+        return super().__new__(cls, *args, **kwargs)
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ says what the store guarantees.
 
 import collections
 import dataclasses
+import functools
 import threading
 import weakref
 from typing import Any
@@ -21,18 +22,22 @@ DEFAULT_BUDGET = 64 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class CacheInfo:
-    """What the cache of eager rows holds now, as `cache_info` returns it.
+    """What the package keeps between eager calls, as `cache_info` returns it.
 
     The rows the exact encodings (Vaswani et al., 2017,
     https://arxiv.org/abs/1706.03762; RoPE) keep for decoding steps and
-    prompts, within one budget.
+    prompts, and the engines of recent configurations, within one budget.
 
     Attributes:
         entries: int. Kept blocks of rows.
-        nbytes: int. Their size in bytes.
+        nbytes: int. Everything kept, in bytes: the rows and the engines.
         budget: int. The most bytes kept at once.
         hits: int. Eager calls served from kept rows since the last clear.
         misses: int. Eager calls that had to compute (and maybe keep) rows.
+        engines: int. Kept values built once per configuration (an engine
+            with its constants and compiled functions, RoPE frequencies),
+            for the next layer or function call of that configuration.
+        engine_nbytes: int. Their size in bytes (part of `nbytes`).
 
     Example:
 
@@ -46,6 +51,18 @@ class CacheInfo:
     budget: int
     hits: int
     misses: int
+    engines: int = 0
+    engine_nbytes: int = 0
+
+
+class _Memo:
+    """The owner of the values one `memoized` function keeps."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<memo of {self.name}>"
 
 
 class _Store:
@@ -70,6 +87,16 @@ class _Store:
                     return entry[0]
             self._misses += 1
             return None
+
+    def get(self, owner, key):
+        """The value kept under `key` for `owner`, else `None` (no hit or miss:
+        those count calls served rows)."""
+        with self.lock:
+            entry = self._entries.get((owner, key))
+            if entry is None:
+                return None
+            self._entries.move_to_end((owner, key))
+            return entry[0]
 
     def put(self, slot, key, value, nbytes, pinned):
         with self.lock:
@@ -111,12 +138,17 @@ class _Store:
 
     def info(self):
         with self.lock:
+            memos = [
+                entry[1] for key, entry in self._entries.items() if isinstance(key[0], _Memo)
+            ]
             return CacheInfo(
-                entries=len(self._entries),
+                entries=len(self._entries) - len(memos),
                 nbytes=self._nbytes,
                 budget=self.budget,
                 hits=self._hits,
                 misses=self._misses,
+                engines=len(memos),
+                engine_nbytes=sum(memos),
             )
 
 
@@ -167,3 +199,35 @@ class Slot:
 def fits(nbytes):
     """Whether `nbytes` of rows fit the budget (else they are not kept)."""
     return nbytes <= STORE.budget
+
+
+def memoized(nbytes_of):
+    """Keeps `make(*key)` per key in the store, within the one budget.
+
+    For what is built once per configuration and shared by the layers and
+    function calls that have it (an `_exact.engine.Encoder`, RoPE
+    frequencies): each value counts `nbytes_of(value)` bytes, goes least
+    recently used first (with the rows) and with `clear_cache`, and is built
+    again by the next call that needs it. Whoever holds a value (a layer)
+    keeps using it. A plain function (no `functools.lru_cache`, which
+    `torch.compile` would warn about); a value larger than the budget is
+    returned and not kept.
+
+    Args:
+        nbytes_of: what a value costs, in bytes.
+    """
+
+    def decorate(make):
+        owner = _Memo(make.__qualname__)
+
+        @functools.wraps(make)
+        def memo(*key):
+            value = STORE.get(owner, key)
+            if value is None:
+                value = make(*key)
+                STORE.put(owner, key, value, nbytes_of(value), True)
+            return value
+
+        return memo
+
+    return decorate
