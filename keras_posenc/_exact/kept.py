@@ -98,43 +98,57 @@ class _Store:
             self._entries.move_to_end((owner, key))
             return entry[0]
 
+    # Values leave the store after its lock is released (`dropped`): an
+    # encoder that goes with its entry runs its slot's finalizer, which
+    # drops its rows from the store.
+
     def put(self, slot, key, value, nbytes, pinned):
         with self.lock:
-            self._pop((slot, key))
+            dropped = [self._pop((slot, key))]
             if nbytes > self.budget:
                 return
             self._entries[(slot, key)] = (value, nbytes, pinned)
             self._nbytes += nbytes
-            self._evict()
+            dropped += self._evict()
+        del dropped
 
     def drop_slot(self, slot, keep_pinned=False):
         """Drops `slot`'s entries (but its pinned ones, with `keep_pinned`)."""
         with self.lock:
-            for key, entry in list(self._entries.items()):
-                if key[0] is slot and not (keep_pinned and entry[2]):
-                    self._pop(key)
+            dropped = [
+                self._pop(key)
+                for key, entry in list(self._entries.items())
+                if key[0] is slot and not (keep_pinned and entry[2])
+            ]
+        del dropped
 
     def _pop(self, key):
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._nbytes -= entry[1]
+        return entry
 
     def clear(self):
         with self.lock:
-            self._entries.clear()
+            dropped, self._entries = self._entries, collections.OrderedDict()
             self._nbytes = self._hits = self._misses = 0
+        del dropped
 
     def set_budget(self, budget):
         """Sets the budget, evicts down to it; returns the old one."""
         with self.lock:
             old, self.budget = self.budget, budget
-            self._evict()
-            return old
+            dropped = self._evict()
+        del dropped
+        return old
 
     def _evict(self):
+        dropped = []
         while self._nbytes > self.budget:
-            _, (_, nbytes, _) = self._entries.popitem(last=False)
-            self._nbytes -= nbytes
+            _, entry = self._entries.popitem(last=False)
+            self._nbytes -= entry[1]
+            dropped.append(entry)
+        return dropped
 
     def info(self):
         with self.lock:
