@@ -510,7 +510,9 @@ def test_a_layer_refuses_huge_lists_before_reading_their_elements(arguments):
     # the refusal makes a few thousand calls, none per element.
     key, given = arguments
     args, kwargs = given if isinstance(given, tuple) else ((), given)
-    calls, message = _calls_made_by(lambda: keras_posenc.RotaryEmbedding(*args, **kwargs))
+    calls, message = _calls_made_by(
+        lambda: keras_posenc.RotaryEmbedding(*args, **kwargs)
+    )
     assert calls < 20_000, calls
     assert key in message and len(message) < 1000
     if key == "inverse_frequencies":

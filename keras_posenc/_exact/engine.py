@@ -323,8 +323,8 @@ class Encoder:
         """What the encoder holds, roughly: its host constants, times
         `HELD_COPIES` (device tensors, compiled programs; measured)."""
         host = self._host
-        arrays = (host.turn_hi, host.turn_mid, host.turn_lo, host.fine_u, host.fine_v)
-        arrays += (host.chunk_turns, host.chunk_rests)
+        arrays = [host.turn_hi, host.turn_mid, host.turn_lo, host.fine_u, host.fine_v]
+        arrays += [host.chunk_turns, host.chunk_rests]
         size = sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
         return HELD_COPIES * size
 
@@ -474,7 +474,8 @@ def _encoder_bytes(encoder):
 
 @kept.memoized(_encoder_bytes)
 def sinusoidal_encoder(depth, max_wavelength, layout):
-    """The `Encoder` of the sinusoidal table for one option set (kept: `kept.memoized`)."""
+    """The `Encoder` of the sinusoidal table for one option set (kept:
+    `kept.memoized`)."""
     return Encoder(sinusoidal_constants(depth, max_wavelength, layout))
 
 

@@ -1,8 +1,9 @@
-"""The store of rows kept between eager calls: one budget, least recently used first.
+"""The store of what is kept between eager calls: one budget, least recently used first.
 
 The engine (Vaswani et al., 2017, section 3.5,
 https://arxiv.org/abs/1706.03762) and the RoPE step tables keep the rows
-of recent eager calls here (`Slot`); `keras_posenc.cache` is its public
+of recent eager calls here (`Slot`), and the engines and frequencies of
+recent configurations (`memoized`); `keras_posenc.cache` is its public
 face (`cache_info`, `clear_cache`, `set_cache_budget`), whose docstring
 says what the store guarantees.
 """
@@ -153,7 +154,9 @@ class _Store:
     def info(self):
         with self.lock:
             memos = [
-                entry[1] for key, entry in self._entries.items() if isinstance(key[0], _Memo)
+                entry[1]
+                for key, entry in self._entries.items()
+                if isinstance(key[0], _Memo)
             ]
             return CacheInfo(
                 entries=len(self._entries) - len(memos),

@@ -330,7 +330,8 @@ class RopeConfig:
         return scaling
 
     def frequencies(self, dim):
-        """The ``dim / 2`` float64 inverse frequencies, as a tuple (cached)."""
+        """The ``dim / 2`` float64 inverse frequencies, as a tuple (kept:
+        `_exact.kept.memoized`)."""
         return _frequencies(self, dim)
 
     def channel_rows(self, dim):
