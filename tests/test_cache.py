@@ -126,8 +126,11 @@ def test_everything_kept_stays_within_one_budget():
 
 def test_the_least_recently_used_rows_go_first():
     # Budget for two prompts: using A again before C arrives keeps A, evicts B.
-    keras_posenc.set_cache_budget(2 * 29_696)
+    # (The layers are built first: their engines are older than any rows.)
     a, b, c = (_alone(max_wavelength=w) for w in (101.0, 102.0, 103.0))
+    for layer in (a, b, c):
+        layer.build((1, 400, DEPTH))
+    keras_posenc.set_cache_budget(2 * 29_696)
     for layer in (a, b, a, c):
         layer(_zeros(400))
     hits_before = keras_posenc.cache_info().hits
@@ -403,7 +406,8 @@ def test_kept_rows_are_counted_as_the_memory_they_hold():
     layer = _alone()
     layer(_zeros(1000), start_index=7)
     info = keras_posenc.cache_info()
-    (entry,) = cache.STORE._entries.values()
+    # The one entry of rows (the others are engines).
+    (entry,) = [e for e in cache.STORE._entries.values() if isinstance(e[0], tuple)]
     rows = entry[0][1]
     assert rows.untyped_storage().nbytes() == rows.numel() * 4
     assert info.nbytes >= rows.untyped_storage().nbytes()
