@@ -94,8 +94,9 @@ def set_cache_budget(nbytes: int) -> int:
     recently used entries are evicted first. `0` keeps nothing: every eager
     call computes its rows (decoding steps cost an engine run each), and
     every new layer and function call (`sinusoidal_table`,
-    `rotary_cos_sin`) builds its engine (host constants, a compilation). The default is 64 MiB, or `KERAS_POSENC_CACHE_BYTES` when the
-    process starts.
+    `rotary_cos_sin`) builds its engine (host constants, a compilation).
+    The default is 64 MiB, or `KERAS_POSENC_CACHE_BYTES` when the process
+    starts.
 
     Args:
         nbytes: int. A non-negative number of bytes.
