@@ -214,10 +214,12 @@ class RotaryEmbedding(PositionLayer):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "RotaryEmbedding":
         # Keras's `__new__` walks every argument (its automatic config)
-        # before `__init__`: lists are sized first, reading no element.
+        # before `__init__`: lists are sized first, reading no element
+        # (positional ones where the signature is this class's own).
+        own = args if cls.__init__ is RotaryEmbedding.__init__ else ()
         check_sizes(
-            args[1] if len(args) > 1 else kwargs.get("rope_scaling"),
-            args[4] if len(args) > 4 else kwargs.get("inverse_frequencies"),
+            own[1] if len(own) > 1 else kwargs.get("rope_scaling"),
+            own[4] if len(own) > 4 else kwargs.get("inverse_frequencies"),
         )
         return super().__new__(cls, *args, **kwargs)
 
