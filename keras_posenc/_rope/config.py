@@ -109,22 +109,18 @@ def check_sizes(rope_scaling, inverse_frequencies):
     of factors. This runs first, reading no element: the refusals are the
     full checks' own (`RopeConfig.build`).
     """
-    if isinstance(rope_scaling, dict):
-        rope_type = rope_scaling.get("rope_type")
-        for key in ("short_factor", "long_factor", "mrope_section"):
-            value = rope_scaling.get(key)
-            if isinstance(value, (list, tuple)) and len(value) > MAX_ENTRIES:
-                expected = f"{key!r} to be {_KINDS[key][1]}"
-                raise _bad(rope_scaling, expected, rope_type)
+    for key in ("short_factor", "long_factor", "mrope_section"):
+        value = rope_scaling.get(key) if isinstance(rope_scaling, dict) else None
+        if isinstance(value, (list, tuple)) and len(value) > MAX_ENTRIES:
+            expected = f"{key!r} to be {_KINDS[key][1]}"
+            raise _bad(rope_scaling, expected, rope_scaling.get("rope_type"))
     if isinstance(inverse_frequencies, (list, tuple)):
         _check_frequency_count(len(inverse_frequencies))
 
 
 def _check_frequency_count(count):
     if count > MAX_ROTARY_DIM // 2:
-        expected = (
-            f"at most {MAX_ROTARY_DIM // 2} values (rotary_dim <= {MAX_ROTARY_DIM})"
-        )
+        expected = f"at most {MAX_ENTRIES} values (rotary_dim <= {MAX_ROTARY_DIM})"
         raise _arguments.invalid("inverse_frequencies", expected, f"<{count} values>")
 
 
@@ -427,13 +423,9 @@ def _section_problems(section, interleaved, dim):
         yield "rope_scaling", expected, None
 
 
-def _frequencies_bytes(frequencies):
-    # The tuple of floats, and as much again for the factors the
-    # configuration (its key) may hold.
-    return 2 * 32 * len(frequencies) + 1024
-
-
-@kept.memoized(_frequencies_bytes)
+# Its cost: the tuple of floats, and as much again for the factors the
+# configuration (its key) may hold.
+@kept.memoized(lambda frequencies: 2 * 32 * len(frequencies) + 1024)
 def _frequencies(config, dim):
     if config.inverse_frequencies is not None:
         return config.inverse_frequencies
