@@ -122,9 +122,12 @@ def test_readme_install_without_tensorflow_matches_setup_cfg():
 
 def test_changelog_newest_release_is_this_version():
     # The version that --version and the wheel report is the CHANGELOG's
-    # newest entry, released (dated), not "unreleased".
+    # newest release (dated), below the changes not yet released.
     with open(os.path.join(ROOT, "CHANGELOG.md"), encoding="utf-8") as f:
-        newest = next(line for line in f if line.startswith("## "))
+        # `## Unreleased` (changes not released yet) may come first.
+        newest = next(
+            line for line in f if line.startswith("## ") and line != "## Unreleased\n"
+        )
     assert re.fullmatch(
         rf"## {re.escape(keras_posenc.__version__)} \(\d{{4}}-\d\d-\d\d\)\n", newest
     ), newest
