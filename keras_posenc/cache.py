@@ -5,21 +5,32 @@ position, and a prompt asks every layer of a model for the same span
 (vllm and transformers keep a cos/sin cache per position for the same
 reason). The exact engine of Vaswani et al. (2017, section 3.5,
 https://arxiv.org/abs/1706.03762) and of RoPE keeps such rows, so that a
-step reads a slice instead of running the engine. Everything it keeps
-lives in one store, which is:
+step reads a slice instead of running the engine, and keeps the engine of
+each recent configuration (its host constants, device tensors and
+compiled functions; RoPE's frequencies), so that the next layer or
+function call of that configuration does not build it again. Everything
+it keeps lives in one store, which is:
 
-* **bounded**: one budget in bytes for all kept rows together (64 MiB, or
-  `KERAS_POSENC_CACHE_BYTES` when the process starts; `set_cache_budget`
-  changes it), the least recently used rows evicted first; rows larger
-  than the budget are computed and not kept;
-* **owned**: each entry belongs to an encoder (the rows of one
+* **bounded**: one budget in bytes for everything kept together, rows and
+  engines (64 MiB, or `KERAS_POSENC_CACHE_BYTES` when the process starts;
+  `set_cache_budget` changes it), the least recently used evicted first;
+  rows or an engine larger than the budget are computed and not kept (an
+  engine counts its constants once per copy it holds, as measured; see
+  `cache_info`);
+* **owned**: each entry of rows belongs to an encoder (the rows of one
   configuration, shared by every layer that has it) and goes with it, so
-  the rows of layers that are gone are released; `clear_cache` releases
-  everything;
+  the rows of layers that are gone are released; a layer holds its own
+  engine, so evicting one never breaks a layer; `clear_cache` releases
+  everything, engines included;
 * **invisible**: a result never shares memory with kept rows, nothing is
   kept from inside a trace (`jax.jit`, `tf.function`, `torch.compile`),
   and rows are made outside torch's inference mode, so the order of calls
   never changes a result.
+
+Nothing else is kept between calls but what is small by construction: the
+RoPE step tables that living layers share (held weakly: at most one per
+configuration and input layout of a living layer); what a layer holds
+(its engine, its input layouts per shape, at most 256) goes with it.
 """
 
 from keras_posenc._checks import arguments as _arguments
@@ -32,12 +43,13 @@ from keras_posenc._exact.kept import (
 
 
 def cache_info() -> CacheInfo:
-    """What the cache of eager rows holds now: entries, bytes, budget, hits.
+    """What the package keeps now: entries, bytes, budget, hits, engines.
 
     The exact sinusoidal encoding (Vaswani et al., 2017,
     https://arxiv.org/abs/1706.03762) and RoPE keep the rows of recent
-    eager calls (decoding steps, a prompt that every layer asks for) in one
-    store with one budget; see `set_cache_budget` and `clear_cache`.
+    eager calls (decoding steps, a prompt that every layer asks for) and
+    the engines of recent configurations in one store with one budget; see
+    `set_cache_budget` and `clear_cache`.
 
     Returns:
         A `CacheInfo`.
@@ -55,12 +67,13 @@ def cache_info() -> CacheInfo:
 
 
 def clear_cache() -> None:
-    """Releases every row the package keeps between eager calls.
+    """Releases everything the package keeps between eager calls.
 
     The exact encodings (Vaswani et al., 2017,
     https://arxiv.org/abs/1706.03762; RoPE) compute their rows again at the
-    next calls (the same bits) and keep them within the budget. Hits and
-    misses start again from zero.
+    next calls (the same bits) and keep them within the budget; the next
+    new layer or function call of a configuration builds its engine again
+    (layers keep theirs). Hits and misses start again from zero.
 
     Example:
 
@@ -72,15 +85,18 @@ def clear_cache() -> None:
 
 
 def set_cache_budget(nbytes: int) -> int:
-    """Sets the most bytes of rows kept between eager calls; returns the old one.
+    """Sets the most bytes kept between eager calls; returns the old one.
 
     The rows of the exact encodings (Vaswani et al., 2017,
     https://arxiv.org/abs/1706.03762; RoPE) kept for decoding steps and
-    prompts. The budget covers everything kept, for every layer and configuration
-    together; the least recently used rows are evicted first. `0` keeps
-    nothing: every eager call computes its rows (decoding steps cost an
-    engine run each). The default is 64 MiB, or `KERAS_POSENC_CACHE_BYTES`
-    when the process starts.
+    prompts, and the engines of recent configurations. The budget covers
+    everything kept, for every layer and configuration together; the least
+    recently used entries are evicted first. `0` keeps nothing: every eager
+    call computes its rows (decoding steps cost an engine run each), and
+    every new layer and function call (`sinusoidal_table`,
+    `rotary_cos_sin`) builds its engine (host constants, a compilation).
+    The default is 64 MiB, or `KERAS_POSENC_CACHE_BYTES` when the process
+    starts.
 
     Args:
         nbytes: int. A non-negative number of bytes.

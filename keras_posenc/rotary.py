@@ -20,6 +20,7 @@ from keras_posenc._rope.config import (
     LAYOUTS,
     RopeConfig,
     check_rotary_dim,
+    check_sizes,
 )
 
 
@@ -276,6 +277,17 @@ class RotaryEmbedding(PositionLayer):
         - [Heo et al., 2024 (axial RoPE for ViT)](https://arxiv.org/abs/2403.13298)
         - [FLUX](https://github.com/black-forest-labs/flux) (`EmbedND`)
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "RotaryEmbedding":
+        # Keras's `__new__` walks every argument (its automatic config)
+        # before `__init__`: lists are sized first, reading no element
+        # (positional ones where the signature is this class's own).
+        own = args if cls.__init__ is RotaryEmbedding.__init__ else ()
+        check_sizes(
+            own[1] if len(own) > 1 else kwargs.get("rope_scaling"),
+            own[4] if len(own) > 4 else kwargs.get("inverse_frequencies"),
+        )
+        return super().__new__(cls, *args, **kwargs)
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -125,8 +126,11 @@ def test_everything_kept_stays_within_one_budget():
 
 def test_the_least_recently_used_rows_go_first():
     # Budget for two prompts: using A again before C arrives keeps A, evicts B.
-    keras_posenc.set_cache_budget(2 * 29_696)
+    # (The layers are built first: their engines are older than any rows.)
     a, b, c = (_alone(max_wavelength=w) for w in (101.0, 102.0, 103.0))
+    for layer in (a, b, c):
+        layer.build((1, 400, DEPTH))
+    keras_posenc.set_cache_budget(2 * 29_696)
     for layer in (a, b, a, c):
         layer(_zeros(400))
     hits_before = keras_posenc.cache_info().hits
@@ -402,7 +406,8 @@ def test_kept_rows_are_counted_as_the_memory_they_hold():
     layer = _alone()
     layer(_zeros(1000), start_index=7)
     info = keras_posenc.cache_info()
-    (entry,) = cache.STORE._entries.values()
+    # The one entry of rows (the others are engines).
+    (entry,) = [e for e in cache.STORE._entries.values() if isinstance(e[0], tuple)]
     rows = entry[0][1]
     assert rows.untyped_storage().nbytes() == rows.numel() * 4
     assert info.nbytes >= rows.untyped_storage().nbytes()
@@ -422,3 +427,99 @@ def test_rows_made_on_one_device_are_not_served_on_another():
     np.testing.assert_allclose(
         to_numpy(out)[0], reference(3 + np.arange(4), DEPTH), atol=TOL
     )
+
+
+# -- engines: built once per configuration, kept in the same budget ------------
+
+
+def _engines_of(max_wavelength, depth=DEPTH):
+    """The sinusoidal and RoPE encoders of one configuration, as the memo has them."""
+    from keras_posenc._exact import engine
+    from keras_posenc._rope.config import RopeConfig
+
+    config = RopeConfig.build(max_wavelength)
+    return (
+        engine.sinusoidal_encoder(depth, max_wavelength, "interleaved"),
+        engine.rotary_encoder(config.frequencies(depth)),
+    )
+
+
+def _use_configuration(max_wavelength, depth=DEPTH, length=8):
+    """Layers and functions of one configuration: a prompt, then one step."""
+    x, q = _zeros(length, depth), np.ones((1, length, 1, depth), "float32")
+    pe = keras_posenc.SinusoidalPositionEncoding(max_wavelength=max_wavelength)
+    rope = keras_posenc.RotaryEmbedding(max_wavelength=max_wavelength)
+    pe(x), pe(x[:, :1], start_index=length)
+    rope(q), rope(q[:, :1], start_index=length)
+    keras_posenc.sinusoidal_table(length, depth, max_wavelength=max_wavelength)
+    keras_posenc.rotary_cos_sin(np.arange(length), depth, max_wavelength=max_wavelength)
+
+
+def test_clear_cache_frees_the_engines_of_every_configuration():
+    # Engines (host constants, device tensors, compiled functions) used to be
+    # kept in lru_caches, outside the budget: clear_cache freed none of them.
+    _use_configuration(500.0)
+    engines = [weakref.ref(e) for e in _engines_of(500.0)]
+    info = keras_posenc.cache_info()
+    assert info.engines == 3  # sinusoidal, RoPE, RoPE frequencies
+    assert 0 < info.engine_nbytes < info.nbytes <= info.budget
+    keras_posenc.clear_cache()
+    gc.collect()
+    assert [e() for e in engines] == [None, None]
+    info = keras_posenc.cache_info()
+    assert (info.engines, info.engine_nbytes, info.nbytes) == (0, 0, 0)
+
+
+def test_engines_go_least_recently_used_first_and_layers_keep_theirs():
+    # A budget for two engines and no rows: each new configuration evicts the
+    # least recently used engine; a layer still holding an evicted one gives
+    # exact rows, and the next call of its configuration builds it again.
+    from keras_posenc._exact import engine
+
+    def encoder(max_wavelength):
+        return engine.sinusoidal_encoder(DEPTH, max_wavelength, "interleaved")
+
+    first = encoder(600.0)
+    keras_posenc.set_cache_budget(2 * first.nbytes)
+    layer = _alone(max_wavelength=600.0)
+    for w in (601.0, 602.0):
+        keras_posenc.sinusoidal_table(4, DEPTH, max_wavelength=w)
+    info = keras_posenc.cache_info()
+    assert (info.engines, info.engine_nbytes) == (2, 2 * first.nbytes)
+    assert encoder(602.0) is encoder(602.0)  # kept
+    assert encoder(600.0) is not first  # evicted, built again (evicting 601)
+    rows = to_numpy(layer(_zeros(5), start_index=9))[0]
+    np.testing.assert_allclose(
+        rows, reference(9 + np.arange(5), DEPTH, 600.0), atol=TOL
+    )
+
+
+@pytest.mark.slow
+def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
+    # The issue's measurement, smaller: configurations used once at depth
+    # 4096 by a sinusoidal and a RoPE layer (a prompt, then a step), layers
+    # dropped. The engines they kept (about 4 MiB each on torch, 17 on TF and
+    # JAX) are counted, and clear_cache gives their memory back to the system.
+    import ctypes
+
+    trim = ctypes.CDLL("libc.so.6").malloc_trim
+
+    def rss_mib():
+        gc.collect()
+        trim(0)
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    depth, count = 4096, 2
+    _use_configuration(700.0, depth, 16)  # compile and warm up once
+    keras_posenc.clear_cache()
+    start = rss_mib()
+    for i in range(count):
+        _use_configuration(701.0 + i, depth, 16)
+    counted = keras_posenc.cache_info().engine_nbytes / 2**20
+    held = rss_mib()
+    keras_posenc.clear_cache()
+    after = rss_mib()
+    assert counted >= 2 * 4 * count  # two engines per configuration
+    assert held - after >= counted / 2, (start, held, after, counted)
+    assert after - start < 128 * count / 64 + 16, (start, held, after, counted)

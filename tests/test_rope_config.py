@@ -7,12 +7,14 @@ Keys, frequencies and attention factors per `rope_type`, and every error of
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
 import pytest
 from _helpers import LLAMA3, MROPE, exact
 
+import keras_posenc
 from keras_posenc._rope.config import MAX_ROTARY_DIM, RopeConfig
 from keras_posenc._rope.scalings import KEYS, REGISTRY
 
@@ -36,6 +38,8 @@ LONGROPE = {
     "original_max_position_embeddings": 64,
     "factor": 2.0,
 }
+# A hostile list: two million elements (a 1 KiB config can hold it zipped).
+HUGE = [1.0] * 2_000_000
 PROPORTIONAL = {"rope_type": "proportional", "partial_rotary_factor": 0.25}
 ONE_OF_EACH = [None, LINEAR, DYNAMIC, YARN, LLAMA3, LONGROPE, PROPORTIONAL, MROPE]
 ONE_OF_EACH_IDS = ["none", "linear", "dynamic", "yarn", "llama3", "longrope"]
@@ -471,6 +475,49 @@ def test_long_factor_lists_are_refused_by_length_first(key):
     assert f"'{key}' to be a non-empty list of at most 32768 finite numbers" in message
     assert f"'{key}': '<list of 2000000 values: 1.0, 1.0, 1.0, ...>'" in message
     assert len(message) < 1000
+
+
+def _calls_made_by(fn):
+    """How many Python and builtin calls `fn()` makes (it must raise ValueError)."""
+    calls = [0]
+
+    def count(frame, event, arg):
+        calls[0] += event in ("call", "c_call")
+
+    sys.setprofile(count)
+    try:
+        with pytest.raises(ValueError) as raised:
+            fn()
+    finally:
+        sys.setprofile(None)
+    return calls[0], str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ("short_factor", {"rope_scaling": {**LONGROPE, "short_factor": HUGE}}),
+        ("long_factor", ((10000.0, {**LONGROPE, "long_factor": HUGE}), {})),
+        ("mrope_section", {"rope_scaling": {**MROPE, "mrope_section": HUGE}}),
+        ("inverse_frequencies", {"inverse_frequencies": HUGE}),
+        ("inverse_frequencies", ((10000.0, None, None, "half", HUGE), {})),
+    ],
+    ids=["short", "long-positional", "mrope", "frequencies", "frequencies-positional"],
+)
+def test_a_layer_refuses_huge_lists_before_reading_their_elements(arguments):
+    # Keras walks every constructor argument before `__init__` (2.4 s of CPU
+    # for two lists of 2 million factors): the lengths are checked first, so
+    # the refusal makes a few thousand calls, none per element.
+    key, given = arguments
+    args, kwargs = given if isinstance(given, tuple) else ((), given)
+    calls, message = _calls_made_by(
+        lambda: keras_posenc.RotaryEmbedding(*args, **kwargs)
+    )
+    assert calls < 20_000, calls
+    assert key in message and len(message) < 1000
+    if key == "inverse_frequencies":
+        expected = "at most 32768 values (rotary_dim <= 65536). Received: "
+        assert expected + "inverse_frequencies='<2000000 values>'" in message
 
 
 @pytest.mark.parametrize(

@@ -130,6 +130,13 @@ KEPT_VALUES = 2**23
 # Rows kept for decoding steps: one engine run serves 448 to 512 steps (a
 # run costs about ten steps on eager torch, almost whatever its length).
 STEP_ROWS = 8 * FINE_ROWS
+# What an encoder holds, in copies of its host constants: they, the device
+# tensors (torch) or the constants of its compiled programs (TF, JAX), and
+# what compiling costs. Measured as process growth per kept encoder after
+# a prompt and a decoding step at depth 4096 (2.15 MiB of host constants):
+# torch 4.3 MiB, JAX 12.6 (RoPE) to 17.3 (sinusoidal), TF 21.5. The budget
+# counts it; tests/test_cache.py checks that clear_cache frees it.
+HELD_COPIES = {"torch": 2, "jax": 8, "tensorflow": 10}.get(_backend.NAME, 8)
 
 
 def _phase(q, consts):
@@ -292,6 +299,16 @@ def length_bucket(length):
     return max(FINE_ROWS, 1 << max(length - 1, 0).bit_length())
 
 
+def _device_consts(on_device, host):
+    """The `EngineConstants` of `host` on the device Keras uses now, made once
+    per device into `on_device`."""
+    device = _backend.device_key()
+    consts = on_device.get(device)
+    if consts is None:
+        consts = on_device[device] = _backend.host_work(EngineConstants.of)(host)
+    return consts
+
+
 class Encoder:
     """The engine bound to one set of columns, compiled for eager callers.
 
@@ -308,10 +325,13 @@ class Encoder:
         self.slot = kept.Slot(self)
         if _backend.NAME == "torch":
             # Tensors live on one device: one set of constants per device.
-            # Made now, on the host: a compiled call only reads them.
+            # Made now, on the host: a compiled call only reads them. (The
+            # calls hold the constants, not `self`: no cycle, so an encoder
+            # nothing holds goes at once, with its kept rows.)
             self._on_device = {_backend.device_key(): EngineConstants.of(consts)}
-            self._range = lambda start, length: range_rows(self.consts, start, length)
-            self._positions = lambda positions: position_rows(self.consts, positions)
+            on_device = functools.partial(_device_consts, self._on_device, consts)
+            self._range = lambda start, length: range_rows(on_device(), start, length)
+            self._positions = lambda positions: position_rows(on_device(), positions)
             return
         numpy_consts = EngineConstants.of(consts)
         self._on_device = {None: numpy_consts}
@@ -325,13 +345,17 @@ class Encoder:
     @property
     def consts(self):
         """The `EngineConstants` of the device Keras uses now."""
-        device = _backend.device_key()
-        consts = self._on_device.get(device)
-        if consts is None:
-            consts = self._on_device[device] = _backend.host_work(EngineConstants.of)(
-                self._host
-            )
-        return consts
+        return _device_consts(self._on_device, self._host)
+
+    @property
+    def nbytes(self):
+        """What the encoder holds, roughly: its host constants, times
+        `HELD_COPIES` (device tensors, compiled programs; measured)."""
+        host = self._host
+        arrays = [host.turn_hi, host.turn_mid, host.turn_lo, host.fine_u, host.fine_v]
+        arrays += [host.chunk_turns, host.chunk_rests]
+        size = sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
+        return HELD_COPIES * size
 
     @property
     def width(self):
@@ -473,15 +497,21 @@ class Encoder:
         return ops.reshape(rows, (*ops.shape(positions), self.width))
 
 
-@functools.lru_cache(maxsize=64)
+def _encoder_bytes(encoder):
+    return encoder.nbytes
+
+
+@kept.memoized(_encoder_bytes)
 def sinusoidal_encoder(depth, max_wavelength, layout):
-    """The cached `Encoder` of the sinusoidal table for one option set."""
+    """The `Encoder` of the sinusoidal table for one option set (kept:
+    `kept.memoized`)."""
     return Encoder(sinusoidal_constants(depth, max_wavelength, layout))
 
 
-@functools.lru_cache(maxsize=64)
+@kept.memoized(_encoder_bytes)
 def rotary_encoder(inverse_frequencies):
-    """The cached `Encoder` of RoPE rows ``[sin | cos]`` (``2 n`` columns).
+    """The `Encoder` of RoPE rows ``[sin | cos]`` (``2 n`` columns), kept as
+    `sinusoidal_encoder`.
 
     Args:
         inverse_frequencies: tuple of ``n`` floats, radians per position,

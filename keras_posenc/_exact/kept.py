@@ -1,14 +1,16 @@
-"""The store of rows kept between eager calls: one budget, least recently used first.
+"""The store of what is kept between eager calls: one budget, least recently used first.
 
 The engine (Vaswani et al., 2017, section 3.5,
 https://arxiv.org/abs/1706.03762) and the RoPE step tables keep the rows
-of recent eager calls here (`Slot`); `keras_posenc.cache` is its public
+of recent eager calls here (`Slot`), and the engines and frequencies of
+recent configurations (`memoized`); `keras_posenc.cache` is its public
 face (`cache_info`, `clear_cache`, `set_cache_budget`), whose docstring
 says what the store guarantees.
 """
 
 import collections
 import dataclasses
+import functools
 import threading
 import weakref
 from typing import Any
@@ -21,18 +23,22 @@ DEFAULT_BUDGET = 64 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class CacheInfo:
-    """What the cache of eager rows holds now, as `cache_info` returns it.
+    """What the package keeps between eager calls, as `cache_info` returns it.
 
     The rows the exact encodings (Vaswani et al., 2017,
     https://arxiv.org/abs/1706.03762; RoPE) keep for decoding steps and
-    prompts, within one budget.
+    prompts, and the engines of recent configurations, within one budget.
 
     Attributes:
         entries: int. Kept blocks of rows.
-        nbytes: int. Their size in bytes.
+        nbytes: int. Everything kept, in bytes: the rows and the engines.
         budget: int. The most bytes kept at once.
         hits: int. Eager calls served from kept rows since the last clear.
         misses: int. Eager calls that had to compute (and maybe keep) rows.
+        engines: int. Kept values built once per configuration (an engine
+            with its constants and compiled functions, RoPE frequencies),
+            for the next layer or function call of that configuration.
+        engine_nbytes: int. Their size in bytes (part of `nbytes`).
 
     Example:
 
@@ -46,6 +52,18 @@ class CacheInfo:
     budget: int
     hits: int
     misses: int
+    engines: int = 0
+    engine_nbytes: int = 0
+
+
+class _Memo:
+    """The owner of the values one `memoized` function keeps."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<memo of {self.name}>"
 
 
 class _Store:
@@ -71,52 +89,83 @@ class _Store:
             self._misses += 1
             return None
 
+    def get(self, owner, key):
+        """The value kept under `key` for `owner`, else `None` (no hit or miss:
+        those count calls served rows)."""
+        with self.lock:
+            entry = self._entries.get((owner, key))
+            if entry is None:
+                return None
+            self._entries.move_to_end((owner, key))
+            return entry[0]
+
+    # Values leave the store after its lock is released (`dropped`): an
+    # encoder that goes with its entry runs its slot's finalizer, which
+    # drops its rows from the store.
+
     def put(self, slot, key, value, nbytes, pinned):
         with self.lock:
-            self._pop((slot, key))
+            dropped = [self._pop((slot, key))]
             if nbytes > self.budget:
                 return
             self._entries[(slot, key)] = (value, nbytes, pinned)
             self._nbytes += nbytes
-            self._evict()
+            dropped += self._evict()
+        del dropped
 
     def drop_slot(self, slot, keep_pinned=False):
         """Drops `slot`'s entries (but its pinned ones, with `keep_pinned`)."""
         with self.lock:
-            for key, entry in list(self._entries.items()):
-                if key[0] is slot and not (keep_pinned and entry[2]):
-                    self._pop(key)
+            dropped = [
+                self._pop(key)
+                for key, entry in list(self._entries.items())
+                if key[0] is slot and not (keep_pinned and entry[2])
+            ]
+        del dropped
 
     def _pop(self, key):
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._nbytes -= entry[1]
+        return entry
 
     def clear(self):
         with self.lock:
-            self._entries.clear()
+            dropped, self._entries = self._entries, collections.OrderedDict()
             self._nbytes = self._hits = self._misses = 0
+        del dropped
 
     def set_budget(self, budget):
         """Sets the budget, evicts down to it; returns the old one."""
         with self.lock:
             old, self.budget = self.budget, budget
-            self._evict()
-            return old
+            dropped = self._evict()
+        del dropped
+        return old
 
     def _evict(self):
+        dropped = []
         while self._nbytes > self.budget:
-            _, (_, nbytes, _) = self._entries.popitem(last=False)
-            self._nbytes -= nbytes
+            _, entry = self._entries.popitem(last=False)
+            self._nbytes -= entry[1]
+            dropped.append(entry)
+        return dropped
 
     def info(self):
         with self.lock:
+            memos = [
+                entry[1]
+                for key, entry in self._entries.items()
+                if isinstance(key[0], _Memo)
+            ]
             return CacheInfo(
-                entries=len(self._entries),
+                entries=len(self._entries) - len(memos),
                 nbytes=self._nbytes,
                 budget=self.budget,
                 hits=self._hits,
                 misses=self._misses,
+                engines=len(memos),
+                engine_nbytes=sum(memos),
             )
 
 
@@ -167,3 +216,35 @@ class Slot:
 def fits(nbytes):
     """Whether `nbytes` of rows fit the budget (else they are not kept)."""
     return nbytes <= STORE.budget
+
+
+def memoized(nbytes_of):
+    """Keeps `make(*key)` per key in the store, within the one budget.
+
+    For what is built once per configuration and shared by the layers and
+    function calls that have it (an `_exact.engine.Encoder`, RoPE
+    frequencies): each value counts `nbytes_of(value)` bytes, goes least
+    recently used first (with the rows) and with `clear_cache`, and is built
+    again by the next call that needs it. Whoever holds a value (a layer)
+    keeps using it. A plain function (no `functools.lru_cache`, which
+    `torch.compile` would warn about); a value larger than the budget is
+    returned and not kept.
+
+    Args:
+        nbytes_of: what a value costs, in bytes.
+    """
+
+    def decorate(make):
+        owner = _Memo(make.__qualname__)
+
+        @functools.wraps(make)
+        def memo(*key):
+            value = STORE.get(owner, key)
+            if value is None:
+                value = make(*key)
+                STORE.put(owner, key, value, nbytes_of(value), True)
+            return value
+
+        return memo
+
+    return decorate

@@ -280,9 +280,9 @@ def phase_constants(turns, width, layout):
     )
 
 
-@functools.lru_cache(maxsize=64)
 def sinusoidal_constants(depth, max_wavelength, layout):
-    """`PhaseConstants` of the sinusoidal table (cached per option set)."""
+    """`PhaseConstants` of the sinusoidal table (kept with its encoder:
+    `_exact.engine.sinusoidal_encoder`)."""
     turns = sinusoidal_turns(depth, max_wavelength)
     return phase_constants(turns, depth, layout)
 

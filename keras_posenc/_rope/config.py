@@ -10,7 +10,6 @@ frequencies and rows key on the configuration itself, and `get_config`'s
 """
 
 import dataclasses
-import functools
 import math
 import numbers
 from typing import Any
@@ -20,6 +19,7 @@ from keras import ops
 
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
+from keras_posenc._exact import kept
 from keras_posenc._rope import scalings as _rope_types
 from keras_posenc._rope.scalings import REGISTRY, ROPE_TYPES
 
@@ -99,6 +99,29 @@ def _truncate(value):
 def _listed(value):
     """Whether `value` is a list of 1 to `MAX_ENTRIES` entries (length first)."""
     return isinstance(value, (list, tuple)) and 0 < len(value) <= MAX_ENTRIES
+
+
+def check_sizes(rope_scaling, inverse_frequencies):
+    """Refuses list values past `MAX_ENTRIES` from their lengths alone.
+
+    Keras walks every constructor argument of a layer (its automatic
+    config) before `__init__` can check them: seconds for lists of millions
+    of factors. This runs first, reading no element: the refusals are the
+    full checks' own (`RopeConfig.build`).
+    """
+    for key in ("short_factor", "long_factor", "mrope_section"):
+        value = rope_scaling.get(key) if isinstance(rope_scaling, dict) else None
+        if isinstance(value, (list, tuple)) and len(value) > MAX_ENTRIES:
+            expected = f"{key!r} to be {_KINDS[key][1]}"
+            raise _bad(rope_scaling, expected, rope_scaling.get("rope_type"))
+    if isinstance(inverse_frequencies, (list, tuple)):
+        _check_frequency_count(len(inverse_frequencies))
+
+
+def _check_frequency_count(count):
+    if count > MAX_ROTARY_DIM // 2:
+        expected = f"at most {MAX_ENTRIES} values (rotary_dim <= {MAX_ROTARY_DIM})"
+        raise _arguments.invalid("inverse_frequencies", expected, f"<{count} values>")
 
 
 def _factors(value):
@@ -212,13 +235,8 @@ def _given_frequencies(value):
         array = np.asarray(value)
     except ValueError:  # ragged
         array = np.asarray(None)
-    if array.ndim == 1 and array.size > MAX_ROTARY_DIM // 2:
-        expected = (
-            f"at most {MAX_ROTARY_DIM // 2} values (rotary_dim <= {MAX_ROTARY_DIM})"
-        )
-        raise _arguments.invalid(
-            "inverse_frequencies", expected, f"<{array.size} values>"
-        )
+    if array.ndim == 1:
+        _check_frequency_count(array.size)
     # Floats and integers only: a complex value is not a frequency.
     ok = array.ndim == 1 and array.size and array.dtype.kind in "fiu"
     if not ok or not (np.isfinite(array).all() and (array >= 0).all()):
@@ -308,7 +326,8 @@ class RopeConfig:
         return scaling
 
     def frequencies(self, dim):
-        """The ``dim / 2`` float64 inverse frequencies, as a tuple (cached)."""
+        """The ``dim / 2`` float64 inverse frequencies, as a tuple (kept:
+        `_exact.kept.memoized`)."""
         return _frequencies(self, dim)
 
     def channel_rows(self, dim):
@@ -404,7 +423,9 @@ def _section_problems(section, interleaved, dim):
         yield "rope_scaling", expected, None
 
 
-@functools.lru_cache(maxsize=64)
+# Its cost: the tuple of floats, and as much again for the factors the
+# configuration (its key) may hold.
+@kept.memoized(lambda frequencies: 2 * 32 * len(frequencies) + 1024)
 def _frequencies(config, dim):
     if config.inverse_frequencies is not None:
         return config.inverse_frequencies

@@ -10,6 +10,7 @@ they give the same bits.
 """
 
 import functools
+import weakref
 
 import numpy as np
 from keras import ops
@@ -196,18 +197,27 @@ class StepTables:
         return base, cos, sin, list(zip(*split, strict=True))
 
 
-@functools.lru_cache(maxsize=64)
+# (config, dim, layout, trailing) -> the `StepTables` layers hold: shared by
+# the layers of one configuration while one of them lives, never kept for
+# none (its rows are in `kept`, its encoder in `_exact.engine`'s memo).
+_SHARED_STEPS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def _step_tables(config, dim, layout, trailing):
     """The `StepTables` of one configuration and input layout, shared by layers."""
-    encoder = _engine.rotary_encoder(config.frequencies(dim))
-    return StepTables(encoder, dim, config.attention_factor, layout, trailing)
+    key = (config, dim, layout, trailing)
+    tables = _SHARED_STEPS.get(key)
+    if tables is None:
+        encoder = _engine.rotary_encoder(config.frequencies(dim))
+        tables = StepTables(encoder, dim, config.attention_factor, layout, trailing)
+        _SHARED_STEPS[key] = tables
+    return tables
 
 
-@functools.lru_cache(maxsize=16)
 def function_rows(config, dim):
     """The engine's rows for `rotary_cos_sin` (kept rows pinned: no layer)."""
-    # Explicit positions are never kept: `pinned` only keeps this cached
-    # source from counting as a user of the encoder's rows.
+    # Explicit positions are never kept: `pinned` only keeps this source
+    # from counting as a user of the encoder's rows.
     return ComputedRows(_engine.rotary_encoder(config.frequencies(dim)), pinned=True)
 
 
