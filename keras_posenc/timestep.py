@@ -30,6 +30,7 @@ from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
 from keras_posenc._exact import fractional as _fractional
+from keras_posenc._exact import kept as _kept
 from keras_posenc._exact.phase_constants import (
     geometric_turns,
     radians_of,
@@ -100,7 +101,7 @@ class TimestepOptions:
             _finite_positive("scale", scale),
             _given_frequencies(given, half),
         )
-        largest = max((abs(t) for t in options.turns), default=0)
+        largest = max((abs(t) for t in options.turns()), default=0)
         if largest > _fractional.MAX_TURNS:
             expected = (
                 f"`scale` times each frequency at most {_fractional.MAX_TURNS} turns "
@@ -109,25 +110,21 @@ class TimestepOptions:
             raise _arguments.invalid("scale", expected, options.scale)
         return options
 
-    @functools.cached_property
     def turns(self):
-        """Turns per unit of timestep of each frequency, `scale` included."""
+        """Turns per unit of timestep of each frequency, `scale` included
+        (host work: the engine is made from them once, `_encoder`)."""
         if self.inverse_frequencies is not None:
             return scaled_turns(self.inverse_frequencies, self.scale)
         half = self.dim // 2
         denominator = half - self.downscale_freq_shift
         return geometric_turns(half, self.max_period, denominator, self.scale)
 
-    @functools.cached_property
-    def encoder(self):
-        return _fractional.fractional_encoder(self.turns)
-
     def embed(self, timesteps):
         """float32 ``timesteps.shape + [dim]``."""
         values, checks = _positions.reals("timesteps", timesteps)
         if self.dim == 1:  # no frequency: one zero column
             return _backend.guard(ops.zeros((*ops.shape(values), 1)), checks)
-        pairs = self.encoder.pairs(values)  # [..., 2, half]: sin, cos
+        pairs = _encoder(self).pairs(values)  # [..., 2, half]: sin, cos
         if self.flip_sin_to_cos:
             pairs = ops.flip(pairs, axis=-2)
         rows = ops.reshape(pairs, (*ops.shape(values), 2 * (self.dim // 2)))
@@ -145,9 +142,17 @@ class TimestepOptions:
 
 @functools.lru_cache(maxsize=64)
 def _options(dim, max_period, flip_sin_to_cos, shift, scale, given):
+    """Checked options: plain values (a few hundred bytes each), so the 64
+    kept here stay outside the budget (`keras_posenc.cache` says so)."""
     return TimestepOptions._checked(
         dim, max_period, flip_sin_to_cos, shift, scale, given
     )
+
+
+@_kept.memoized(lambda encoder: encoder.nbytes)
+def _encoder(options):
+    """The fractional engine of `options`' frequencies, in the one budget."""
+    return _fractional.FractionalEncoder(options.turns())
 
 
 @_backend.not_autograph
@@ -245,7 +250,7 @@ def timestep_frequencies(
     options = TimestepOptions.build(
         dim, max_period, False, downscale_freq_shift, scale, None
     )
-    return radians_of(options.turns)
+    return radians_of(options.turns())
 
 
 def _is_symbolic(value):

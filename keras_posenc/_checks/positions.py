@@ -326,6 +326,8 @@ def reals(name, value):
     """
     if isinstance(value, bool) or value is None or isinstance(value, str):
         raise invalid(name, "real numbers (int or float)", value)
+    if ops.is_tensor(value) and _backend.dtype_name(value) in _FLOATS[:2]:
+        value = ops.cast(value, "float32")  # exact; torch has no bf16 numpy
     static = _backend.static_value(value)
     if static is not None:
         array = np.asarray(static)

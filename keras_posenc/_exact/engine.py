@@ -139,6 +139,17 @@ STEP_ROWS = 8 * FINE_ROWS
 HELD_COPIES = {"torch": 2, "jax": 8, "tensorflow": 10}.get(_backend.NAME, 8)
 
 
+def held_bytes(*host):
+    """What an engine built on `host` (`PhaseConstants`) holds, roughly: the
+    host constants, times `HELD_COPIES` (device tensors, compiled programs;
+    measured)."""
+    arrays = []
+    for h in host:
+        arrays += [h.turn_hi, h.turn_mid, h.turn_lo, h.fine_u, h.fine_v]
+        arrays += [h.chunk_turns, h.chunk_rests]
+    return HELD_COPIES * sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
+
+
 def _phase(q, consts):
     """``q``'s 12-bit chunks (int32 ``[N, 3, 1, 1]``) and ``q * f mod 1`` for
     every frequency, in units of 2**-24 turns (int32 ``[N, 1, n]``).
@@ -349,13 +360,8 @@ class Encoder:
 
     @property
     def nbytes(self):
-        """What the encoder holds, roughly: its host constants, times
-        `HELD_COPIES` (device tensors, compiled programs; measured)."""
-        host = self._host
-        arrays = [host.turn_hi, host.turn_mid, host.turn_lo, host.fine_u, host.fine_v]
-        arrays += [host.chunk_turns, host.chunk_rests]
-        size = sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
-        return HELD_COPIES * size
+        """What the encoder holds, roughly (`held_bytes`)."""
+        return held_bytes(self._host)
 
     @property
     def width(self):

@@ -27,6 +27,7 @@ from keras import ops
 
 from keras_posenc import _backend
 from keras_posenc._exact import engine as _engine
+from keras_posenc._exact import kept
 from keras_posenc._exact.phase_constants import phase_constants
 
 # Largest frequency, in turns per unit of position, at which the float32 rest
@@ -38,8 +39,53 @@ _FRACTION_BITS = 23
 _LIMIT = 2.0**31
 
 
+def _integer_pairs(consts, q):
+    """int32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos)."""
+    whole, _, _ = consts
+    phase, rest = _engine.phase_of(q, whole)
+    return _engine.sincos_of_phase(phase, rest, whole)
+
+
+def _fractional_pairs(consts, t):
+    """float32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos); NaN where ``t``
+    is not finite or ``|t| >= 2**31``."""
+    whole, below, turns = consts
+    size = ops.abs(t)
+    valid = ops.logical_and(ops.isfinite(t), size < _LIMIT)
+    size = ops.where(valid, size, 0.0)
+    a = ops.floor(size)
+    fraction = size - a  # exact: the bits of `size` below one
+    c = ops.floor(fraction * 2.0**_FRACTION_BITS)
+    r = fraction - c * 2.0**-_FRACTION_BITS  # exact: its bits below 2**-23
+    phase_a, rest_a = _engine.phase_of(ops.cast(a, "int32"), whole)
+    phase_c, rest_c = _engine.phase_of(ops.cast(c, "int32"), below)
+    phase = phase_a + phase_c  # both in [0, 2**24)
+    rest = (rest_a + rest_c) + ops.reshape(r, (-1, 1, 1)) * turns
+    # A negative position turns the other way: -phase, -rest (cos(-x) =
+    # cos x and sin(-x) = -sin x, exactly, from the same ops).
+    negative = ops.reshape(t < 0, (-1, 1, 1))
+    phase = ops.where(negative, 2**25 - phase, phase)
+    rest = ops.where(negative, -rest, rest)
+    phase = phase - ops.right_shift(phase, 24) * 2**24
+    pair = _engine.sincos_of_phase(phase, rest, whole)
+    return ops.where(ops.reshape(valid, (-1, 1, 1)), pair, float("nan"))
+
+
+def _device_consts(host):
+    """The engine constants of `host` for the backend (tensors on torch)."""
+    whole, below, turns = host
+    made = (_engine.EngineConstants.of(whole), _engine.EngineConstants.of(below))
+    if _backend.NAME != "torch":
+        return (*made, turns)
+    with _backend.eager_scope():
+        return (*made, ops.convert_to_tensor(turns))
+
+
 class FractionalEncoder:
     """sin and cos of ``t * w_k`` for float32 or int32 positions ``t``.
+
+    Nothing it holds refers back to it, so it goes (with what it holds) as
+    soon as nothing holds it.
 
     Args:
         turns: sequence of `decimal.Decimal`: turns per unit of position
@@ -58,63 +104,28 @@ class FractionalEncoder:
             np.array([float(t) for t in turns], np.float32),
         )
         self.count = count
+        self.nbytes = _engine.held_bytes(*host[:2]) + host[2].nbytes
         self._host = host
         self._on_device = {}
-        if _backend.NAME == "torch":
-            self._float = self._fractional
-            self._int = self._integer
-        else:
-            self._float = _backend.compile_function(self._fractional)
-            self._int = _backend.compile_function(self._integer)
+        self._int = self._float = None  # torch: eager ops, per device
+        if _backend.NAME != "torch":
+            consts = _device_consts(host)
+            self._int = _backend.compile_function(
+                functools.partial(_integer_pairs, consts)
+            )
+            self._float = _backend.compile_function(
+                functools.partial(_fractional_pairs, consts)
+            )
 
-    def _consts(self):
+    def _run(self, fn, compiled, x):
+        if _backend.NAME != "torch":
+            return compiled(x)
         device = _backend.device_key()
         consts = self._on_device.get(device)
         if consts is None:
-            consts = self._on_device[device] = _backend.host_work(self._made)()
-        return consts
-
-    def _made(self):
-        whole, below, turns = self._host
-        made = (
-            _engine.EngineConstants.of(whole),
-            _engine.EngineConstants.of(below),
-            turns,
-        )
-        if _backend.NAME != "torch":
-            return made
-        with _backend.eager_scope():
-            return (*made[:2], ops.convert_to_tensor(turns))
-
-    def _integer(self, q):
-        """int32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos)."""
-        whole, _, _ = self._consts()
-        phase, rest = _engine.phase_of(q, whole)
-        return _engine.sincos_of_phase(phase, rest, whole)
-
-    def _fractional(self, t):
-        """float32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos); NaN where
-        ``t`` is not finite or ``|t| >= 2**31``."""
-        whole, below, turns = self._consts()
-        size = ops.abs(t)
-        valid = ops.logical_and(ops.isfinite(t), size < _LIMIT)
-        size = ops.where(valid, size, 0.0)
-        a = ops.floor(size)
-        fraction = size - a  # exact: the bits of `size` below one
-        c = ops.floor(fraction * 2.0**_FRACTION_BITS)
-        r = fraction - c * 2.0**-_FRACTION_BITS  # exact: its bits below 2**-23
-        phase_a, rest_a = _engine.phase_of(ops.cast(a, "int32"), whole)
-        phase_c, rest_c = _engine.phase_of(ops.cast(c, "int32"), below)
-        phase = phase_a + phase_c  # both in [0, 2**24)
-        rest = (rest_a + rest_c) + ops.reshape(r, (-1, 1, 1)) * turns
-        # A negative position turns the other way: -phase, -rest (cos(-x) =
-        # cos x and sin(-x) = -sin x, exactly, from the same ops).
-        negative = ops.reshape(t < 0, (-1, 1, 1))
-        phase = ops.where(negative, 2**25 - phase, phase)
-        rest = ops.where(negative, -rest, rest)
-        phase = phase - ops.right_shift(phase, 24) * 2**24
-        pair = _engine.sincos_of_phase(phase, rest, whole)
-        return ops.where(ops.reshape(valid, (-1, 1, 1)), pair, float("nan"))
+            consts = _backend.host_work(_device_consts)(self._host)
+            self._on_device[device] = consts
+        return fn(consts, x)
 
     def pairs(self, positions):
         """sin and cos at `positions`: float32 ``positions.shape + [2, n]``.
@@ -133,9 +144,9 @@ class FractionalEncoder:
             # a few compilations serve every size (values are per element).
             flat = ops.pad(flat, [(0, _engine.length_bucket(count) - count)])
         if "int" in _backend.dtype_name(flat):
-            pair = self._int(ops.cast(flat, "int32"))
+            pair = self._run(_integer_pairs, self._int, ops.cast(flat, "int32"))
         else:
-            pair = self._float(ops.cast(flat, "float32"))
+            pair = self._run(_fractional_pairs, self._float, ops.cast(flat, "float32"))
         if bucket:
             pair = pair[:count]
         return ops.reshape(pair, (*shape, 2, self.count))
@@ -146,7 +157,8 @@ class FractionalEncoder:
         return sin, cos
 
 
-@functools.lru_cache(maxsize=64)
+@kept.memoized(lambda encoder: encoder.nbytes)
 def fractional_encoder(turns):
-    """The cached `FractionalEncoder` of a tuple of `decimal.Decimal` turns."""
+    """The `FractionalEncoder` of a tuple of `decimal.Decimal` turns (kept in
+    the one budget: `_exact.kept.memoized`)."""
     return FractionalEncoder(turns)

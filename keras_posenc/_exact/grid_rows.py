@@ -19,7 +19,6 @@ base_size) / scale``, on the host) and takes the exact sinusoid of the
 rounded positions (`_exact.fractional`).
 """
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,8 @@ from keras import ops
 from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._exact import engine as _engine
-from keras_posenc._exact.fractional import fractional_encoder
+from keras_posenc._exact import kept
+from keras_posenc._exact.fractional import FractionalEncoder
 from keras_posenc._exact.phase_constants import phase_constants, sinusoidal_turns
 
 _WAVELENGTH = 10000.0
@@ -44,16 +44,17 @@ def blocks(rank, dim):
     return ((0, dim // 4), (2, spatial), (1, spatial))
 
 
-@functools.lru_cache(maxsize=64)
+@kept.memoized(lambda encoder: encoder.nbytes)
 def _exact_encoder(width, ratio):
     """The engine for ``[sin | cos]`` of index ``i`` at position ``i * ratio``."""
     turns = sinusoidal_turns(width, _WAVELENGTH, ratio)
     return _engine.Encoder(phase_constants(turns, width, "concatenated"))
 
 
-@functools.lru_cache(maxsize=64)
+@kept.memoized(lambda encoder: encoder.nbytes)
 def _float32_encoder(width):
-    return fractional_encoder(sinusoidal_turns(width, _WAVELENGTH))
+    """The engine at the float32 positions diffusers rounds to."""
+    return FractionalEncoder(sinusoidal_turns(width, _WAVELENGTH))
 
 
 def float32_positions(first, count, size, base_size, scale):

@@ -14,8 +14,6 @@ The rows are the engine's ``[sin | cos]`` of all the axes' frequencies, so
 `_rope.rotation` lays them out and rotates as for one axis.
 """
 
-import functools
-
 import numpy as np
 from keras import ops
 
@@ -23,6 +21,7 @@ from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
 from keras_posenc._checks.echo import shortened
+from keras_posenc._exact import kept
 from keras_posenc._exact.engine import length_bucket
 from keras_posenc._exact.fractional import MAX_TURNS, fractional_encoder
 from keras_posenc._exact.phase_constants import sinusoidal_turns
@@ -91,6 +90,7 @@ class AxesRows:
             raise _arguments.invalid("max_wavelength", expected, max_wavelength)
         self.axes_dim = axes_dim
         self._encoders = tuple(fractional_encoder(t) for t in turns)
+        self.nbytes = sum(encoder.nbytes for encoder in self._encoders)
         # One compiled call for every axis (eager JAX: per length bucket).
         self._rows = _backend.compile_function(self._rows_of)
 
@@ -162,9 +162,9 @@ def _guarded(rows, checks):
     return _backend.guard(rows, per_id)
 
 
-@functools.lru_cache(maxsize=64)
+@kept.memoized(lambda rows: rows.nbytes)
 def axes_rows(axes_dim, max_wavelength):
-    """The cached `AxesRows` of one option set."""
+    """The `AxesRows` of one option set (kept in the one budget)."""
     return AxesRows(axes_dim, max_wavelength)
 
 
