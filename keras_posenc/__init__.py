@@ -21,10 +21,13 @@ __version__ = "0.3.1"
 
 # Public name -> the module that defines it.
 _PUBLIC = {
+    "AlibiBias": "keras_posenc.alibi",
     "CacheInfo": "keras_posenc.cache",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
     "apply_rotary": "keras_posenc.rotary",
+    "alibi_bias": "keras_posenc.alibi",
+    "alibi_slopes": "keras_posenc.alibi",
     "cache_info": "keras_posenc.cache",
     "clear_cache": "keras_posenc.cache",
     "export_encoder": "keras_posenc.export",
@@ -37,10 +40,13 @@ _PUBLIC = {
 }
 
 __all__ = [
+    "AlibiBias",
     "CacheInfo",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
     "__version__",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rotary",
     "cache_info",
     "clear_cache",
@@ -54,6 +60,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from keras_posenc.alibi import AlibiBias, alibi_bias, alibi_slopes
     from keras_posenc.cache import (
         CacheInfo,
         cache_info,
@@ -99,7 +106,8 @@ def _started_as_command_line() -> bool:
 
 
 if not _started_as_command_line():
-    # Registers SinusoidalPositionEncoding and RotaryEmbedding with Keras.
+    # Registers SinusoidalPositionEncoding, RotaryEmbedding and AlibiBias
+    # with Keras.
     try:
         importlib.import_module("keras_posenc.layer")
     except ModuleNotFoundError as error:
@@ -112,3 +120,4 @@ if not _started_as_command_line():
             _tensorflow.NOT_INSTALLED_AS_BACKEND, name="tensorflow"
         ) from error
     importlib.import_module("keras_posenc.rotary")
+    importlib.import_module("keras_posenc.alibi")
