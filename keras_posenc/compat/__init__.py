@@ -12,6 +12,8 @@ exact values at every int32 position, where keras-hub's float32 angles are
 off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `LlamaRotaryEmbedding`, `Phi3SuScaledRotaryEmbedding` and
 `ESMRotaryEmbedding` stand in for the keras-hub subclasses of those names.
+`AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
+https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
 `use_exact(model)` makes every keras-hub position layer inside a keras-hub
 model exact, in place, and refuses by name any layer it cannot map exactly.
@@ -31,6 +33,7 @@ Example:
 True
 """
 
+from keras_posenc.compat._alibi import AlibiBias
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
@@ -38,6 +41,7 @@ from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbed
 from keras_posenc.compat._swap import use_exact
 
 __all__ = [
+    "AlibiBias",
     "ESMRotaryEmbedding",
     "LlamaRotaryEmbedding",
     "Phi3SuScaledRotaryEmbedding",
