@@ -92,7 +92,7 @@ class _Split:
         values = self._slopes
         if values is None:
             values = _slopes.slopes(heads, self._max)
-        return _slopes.split(values)
+        return _bias.slope_constants(_slopes.split(values))
 
 
 def _query_positions(start_index, query_length, key_length, scores=None):
@@ -112,6 +112,9 @@ def _query_positions(start_index, query_length, key_length, scores=None):
         parsed = _positions.in_call(scores, 2, start_index, None, low=0)
     else:
         parsed = _positions.span(start_index, query_length, low=0)
+    known = parsed.known_range
+    if known is not None:  # no numpy on the call path (`torch.compile`)
+        return ops.arange(known[0], known[1], dtype="int32"), parsed.checks
     return parsed.as_values(), parsed.checks
 
 

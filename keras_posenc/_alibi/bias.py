@@ -16,10 +16,22 @@ saturates to float16's finite range (+-65504) rather than becoming inf.
 
 from keras import ops
 
-from keras_posenc import _platform
+from keras_posenc import _backend, _platform
 
 _LOW_MASK = 4095
 FLOAT16_MAX = 65504.0
+
+
+def slope_constants(pair):
+    """The float32 ``(high, low)`` slope pair as the call path takes it.
+
+    On torch, tensors made once (on the host, outside `torch.compile`,
+    which cannot trace numpy); elsewhere numpy, converted where used, so
+    that no graph constant is kept from one TF graph for another.
+    """
+    if _backend.NAME == "torch":
+        return tuple(ops.convert_to_tensor(p, "float32") for p in pair)
+    return pair
 
 
 def distances(query_positions, key_length, symmetric):
@@ -40,8 +52,8 @@ def _product(d, high, low):
     below = ops.bitwise_and(d, _LOW_MASK)
     above = ops.cast(d - below, "float32")
     below = ops.cast(below, "float32")
-    high = ops.reshape(high, (-1, 1, 1))
-    low = ops.reshape(low, (-1, 1, 1))
+    high = ops.reshape(ops.convert_to_tensor(high, "float32"), (-1, 1, 1))
+    low = ops.reshape(ops.convert_to_tensor(low, "float32"), (-1, 1, 1))
     big, small = high * above, high * below  # exact
     total = big + small
     error = small - (total - big)  # exact: Fast2Sum

@@ -53,10 +53,12 @@ class AlibiBias(HubLayer):
 
     def exact_layer(self, heads):
         """The float32 slope pairs of `heads` heads (made once, on the host)."""
-        make = _backend.host_work(
-            lambda: _slopes.split(_slopes.slopes(heads, self.alibi_bias_max))
-        )
-        return make()
+
+        def make():
+            pair = _slopes.split(_slopes.slopes(heads, self.alibi_bias_max))
+            return _bias.slope_constants(pair)
+
+        return _backend.host_work(make)()
 
     def call(self, attention_scores):
         shape = tuple(attention_scores.shape)
