@@ -114,7 +114,8 @@ def _query_positions(start_index, query_length, key_length, scores=None):
         parsed = _positions.span(start_index, query_length, low=0)
     known = parsed.known_range
     if known is not None:  # no numpy on the call path (`torch.compile`)
-        return ops.arange(known[0], known[1], dtype="int32"), parsed.checks
+        # Offset, not `arange(first, end)`: `end` may be 2**31, past int32.
+        return ops.arange(known[1] - known[0], dtype="int32") + known[0], parsed.checks
     return parsed.as_values(), parsed.checks
 
 
