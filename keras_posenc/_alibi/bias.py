@@ -70,11 +70,35 @@ def saturating_cast(x, dtype):
 
 
 def bias(query_positions, key_length, high, low, *, symmetric, dtype):
-    """The bias `[1 or B, H, q, k]` in `dtype`, computed once per call
-    under XLA too (not redone for every batch row of the scores)."""
+    """The bias `[1 or B, H, q, k]` in `dtype` of the queries at
+    `query_positions` (a span: `[q]` shared, or `[B, q]` per example).
+
+    Under XLA it is computed element-wise and once per call (not redone
+    for every batch row of the scores). Elsewhere a shared span takes the
+    `q + k - 1` distinct distances' biases, cast once, and gathers them
+    into place (one pass over `[H, q, k]` instead of a dozen ops): the same
+    values, since the bias depends on the distance only.
+    """
 
     def compute(positions):
         d = distances(positions, key_length, symmetric)
         return (saturating_cast(_product(d, high, low), dtype),)
 
-    return _platform.computed_once(compute, query_positions)[0]
+    shared = len(query_positions.shape) == 1
+    if _backend.in_xla() or not shared or query_positions.shape[0] == 0:
+        return _platform.computed_once(compute, query_positions)[0]
+    q = query_positions.shape[0]
+    if q is None:  # a TF graph's dynamic length (a length-0 span gives an empty table)
+        q = ops.shape(query_positions)[0]
+    last = query_positions[q - 1] if isinstance(q, int) else _last(query_positions)
+    # Distances key - query from -last (key 0, last query) to k - 1 - first.
+    span = ops.arange(q + key_length - 1, dtype="int32") - last
+    span = -ops.abs(span) if symmetric else span
+    table = saturating_cast(_product(span[None, :], high, low), dtype)[0, :, 0]
+    index = distances(ops.arange(q, dtype="int32"), key_length, False) + (q - 1)
+    return ops.expand_dims(ops.take(table, index, axis=1), 0)
+
+
+def _last(values):
+    """The last entry of a `[q]` tensor of dynamic length, or 0 when empty."""
+    return ops.sum(values[-1:])
