@@ -22,12 +22,15 @@ __version__ = "0.3.1"
 
 # Public name -> the module that defines it.
 _PUBLIC = {
+    "AlibiBias": "keras_posenc.alibi",
     "CacheInfo": "keras_posenc.cache",
     "GridPositionEncoding": "keras_posenc.grid",
     "RotaryEmbedding": "keras_posenc.rotary",
     "SinusoidalPositionEncoding": "keras_posenc.layer",
     "TimestepEmbedding": "keras_posenc.timestep",
     "apply_rotary": "keras_posenc.rotary",
+    "alibi_bias": "keras_posenc.alibi",
+    "alibi_slopes": "keras_posenc.alibi",
     "cache_info": "keras_posenc.cache",
     "clear_cache": "keras_posenc.cache",
     "export_encoder": "keras_posenc.export",
@@ -45,6 +48,7 @@ _PUBLIC = {
 
 # Public submodules, reachable as attributes after `import keras_posenc`.
 _SUBMODULES = {
+    "alibi",
     "cache",
     "cli",
     "compat",
@@ -59,12 +63,15 @@ _SUBMODULES = {
 }
 
 __all__ = [
+    "AlibiBias",
     "CacheInfo",
     "GridPositionEncoding",
     "RotaryEmbedding",
     "SinusoidalPositionEncoding",
     "TimestepEmbedding",
     "__version__",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rotary",
     "cache_info",
     "clear_cache",
@@ -82,6 +89,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from keras_posenc.alibi import AlibiBias, alibi_bias, alibi_slopes
     from keras_posenc.cache import (
         CacheInfo,
         cache_info,
@@ -142,7 +150,7 @@ def _started_as_command_line() -> bool:
 
 if not _started_as_command_line():
     # Registers the layers (SinusoidalPositionEncoding, RotaryEmbedding,
-    # TimestepEmbedding, GridPositionEncoding) with Keras.
+    # TimestepEmbedding, GridPositionEncoding, AlibiBias) with Keras.
     try:
         importlib.import_module("keras_posenc.layer")
     except ModuleNotFoundError as error:
@@ -157,3 +165,4 @@ if not _started_as_command_line():
     importlib.import_module("keras_posenc.rotary")
     importlib.import_module("keras_posenc.timestep")
     importlib.import_module("keras_posenc.grid")
+    importlib.import_module("keras_posenc.alibi")

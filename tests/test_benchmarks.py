@@ -650,3 +650,30 @@ def test_grid_float32_formula_is_the_mae_table():
     ours = keras_posenc.grid_sincos_table((3, 5), 16)
     formula = grid.float32_formula(keras.ops.convert_to_tensor(x))
     assert np.abs(to_numpy(formula).reshape(15, 16) - to_numpy(ours)).max() < 1e-6
+
+
+# -- alibi.py --------------------------------------------------------------------
+
+alibi = _benchmark("alibi")
+
+
+def test_alibi_smoke_times_every_configuration_against_the_floor(tmp_path):
+    # Ours, the floor and keras-hub (when installed) in every mode of the backend.
+    path = tmp_path / "alibi.json"
+    alibi.main(["--smoke", "--json", str(path)])
+    speed = json.loads(path.read_text())["backends"][BACKEND]["speed"]
+    expected = {alibi.FLOOR, alibi.OURS} | (
+        {alibi.KERAS_HUB} if _has_keras_hub() else set()
+    )
+    assert set(speed) == expected
+    for cells in speed.values():
+        assert set(cells) == set(alibi.MODES[BACKEND])
+    assert {cell["ratio"] for cell in speed[alibi.FLOOR].values()} == {1.0}
+
+
+def test_alibi_floor_adds_the_same_bias_as_ours():
+    shape = alibi.SMOKE_SHAPE
+    scores = np.random.default_rng(0).normal(size=shape).astype("float32")
+    configs = alibi.configurations(shape)
+    floor, ours = (to_numpy(configs[k](scores)) for k in (alibi.FLOOR, alibi.OURS))
+    np.testing.assert_array_equal(floor, ours)

@@ -168,12 +168,12 @@ def test_submodules_are_listed_by_dir():
 
 @keras3_pass
 def test_import_registers_the_layers_for_keras_files():
-    # `import keras_posenc` (not as the command line) registers both layers
+    # `import keras_posenc` (not as the command line) registers the layers
     # with Keras at once, so a `.keras` file that uses them loads right after.
     script = (
         "import keras_posenc, keras; print(all(keras.saving.get_registered_object("
         "f'keras_posenc>{n}') is not None for n in "
-        "('SinusoidalPositionEncoding', 'RotaryEmbedding')))"
+        "('SinusoidalPositionEncoding', 'RotaryEmbedding', 'AlibiBias')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script],

@@ -807,3 +807,77 @@ def test_other_rotary_code_is_left_with_a_warning():
     holder = _Holder(RoformrPositionalEmbedding(output_dim=8, max_wavelength=100))
     with pytest.warns(UserWarning, match="RoformrPositionalEmbedding"):
         assert compat.use_exact(holder) == 0
+
+
+# --- keras-hub's AlibiBias tests, on the drop-in ----------------------------------
+
+# keras-hub 0.32's alibi_bias_test.py expected values (1 query, 3 keys).
+_HUB_ALIBI_CASES = {
+    (8, 8): [2.0**-k for k in range(0, 8)],
+    (8, 14): [2.0**-k for k in range(0, 8)] + [2**0.5 * 2.0**-k for k in range(6)],
+    (12, 2): [0.03125, 0.00048828],
+    (6, 3): [0.25, 0.03125, 0.70710677],
+}
+
+
+@keras3
+@pytest.mark.parametrize("bias_max, heads", list(_HUB_ALIBI_CASES))
+def test_alibi_keras_hub_correct_outputs(bias_max, heads):
+    # keras-hub's test_correct_output* cases: rows [-2s, -s, 0] per head.
+    out = compat.AlibiBias(alibi_bias_max=bias_max)(ops.zeros((1, heads, 1, 3)))
+    scale = np.array(_HUB_ALIBI_CASES[bias_max, heads])[:, None] / 2
+    want = scale * np.array([-2.0, -1.0, 0.0])
+    np.testing.assert_allclose(to_numpy(out)[0, :, 0], want, rtol=1e-5)
+
+
+@keras3
+def test_alibi_keras_hub_layer_behaviours_and_shapes():
+    # keras-hub's layer-behaviour, dynamic-shape, float16 and rank tests.
+    layer = compat.AlibiBias(alibi_bias_max=8)
+    again = compat.AlibiBias.from_config(layer.get_config())
+    assert again.get_config() == layer.get_config()
+    symbolic = compat.AlibiBias()(keras.Input(shape=(4, 10, 10)))
+    assert tuple(symbolic.shape) == (None, 4, 10, 10)
+    half = compat.AlibiBias(dtype="float16")(keras.Input(shape=(8, 5, 10)))
+    assert half.dtype == "float16"
+    assert tuple(compat.AlibiBias()(_x((1, 12, 12, 12))).shape) == (1, 12, 12, 12)
+    with pytest.raises(ValueError, match="`attention_scores`, expected a tensor"):
+        compat.AlibiBias()(_x((12, 12)))
+
+
+@keras3
+def test_alibi_equals_keras_hub_and_keeps_long_distances_exact():
+    # Same values as keras-hub's float32 layer where its distances are exact;
+    # under mixed_bfloat16 keras-hub rounds distance 1001 to 1000, this not.
+    scores = _x((2, 6, 3, 50))
+    theirs = keras_hub.layers.AlibiBias()(scores)
+    np.testing.assert_allclose(
+        to_numpy(compat.AlibiBias()(scores)), to_numpy(theirs), atol=1e-6
+    )
+    layer = compat.AlibiBias(alibi_bias_max=1, dtype="mixed_bfloat16")
+    out = to_numpy(ops.cast(layer(np.zeros((1, 1, 1, 1002), "float32")), "float32"))
+    want = to_numpy(ops.cast(-0.5 * np.arange(1001.0, -1, -1), "bfloat16"))
+    np.testing.assert_array_equal(out[0, 0, 0], want.astype("float32"))
+
+
+@keras3
+def test_use_exact_swaps_bloom_alibi_and_warns_for_falcon():
+    bloom = keras_hub.models.BloomBackbone(
+        vocabulary_size=50,
+        num_layers=1,
+        num_heads=6,
+        hidden_dim=24,
+        intermediate_dim=32,
+    )
+    x = {"token_ids": np.array([[1, 2, 3, 4]]), "padding_mask": np.ones((1, 4))}
+    before = to_numpy(bloom(x))
+    assert compat.use_exact(bloom) == 1
+    np.testing.assert_allclose(to_numpy(bloom(x)), before, atol=1e-6)
+    # Falcon's decoder builds its ALiBi in a method: no layer to replace.
+    from keras_hub.src.models.falcon.falcon_transformer_decoder import (
+        FalconTransformerDecoder,
+    )
+
+    falcon = _Holder(FalconTransformerDecoder(2, 8))
+    with pytest.warns(UserWarning, match="ALiBi bias of keras-hub's Falcon"):
+        assert compat.use_exact(falcon) == 0

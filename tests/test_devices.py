@@ -54,6 +54,7 @@ def _public_calls():
     starts = torch.tensor([0, 5])
     sinusoidal = keras_posenc.SinusoidalPositionEncoding
     rotary = keras_posenc.RotaryEmbedding
+    scores = torch.ones((2, 4, 8, 8))
     cos, sin = keras_posenc.rotary_cos_sin(torch.arange(8), 16)
     calls = {
         "sinusoidal_table": lambda: keras_posenc.sinusoidal_table(
@@ -99,6 +100,13 @@ def _public_calls():
             mode="lookup", max_grid_shape=(5, 5)
         )(torch.ones((2, 3, 4, 16))),
         "grid tokens": lambda: keras_posenc.GridPositionEncoding(grid_shape=(2, 4))(x),
+        "alibi": lambda: keras_posenc.AlibiBias()(scores, start_index=torch.tensor(3)),
+        "alibi per example": lambda: keras_posenc.AlibiBias()(
+            scores, start_index=starts
+        ),
+        "alibi_bias": lambda: keras_posenc.alibi_bias(
+            4, torch.tensor(8), 8, start_index=torch.tensor(2)
+        ),
     }
     if not LEGACY:
         from keras_posenc import compat
@@ -109,6 +117,7 @@ def _public_calls():
         calls["compat rotary"] = lambda: compat.RotaryEmbedding()(
             q, start_index=torch.tensor(2)
         )
+        calls["compat alibi"] = lambda: compat.AlibiBias()(scores)
     return calls
 
 

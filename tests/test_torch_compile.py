@@ -186,3 +186,17 @@ def test_compiled_extend_past_the_table_equals_eager(case):
         got = compiled(x, torch.tensor(start))
         want = layer(x, start_index=start)
         assert got.numpy().tobytes() == want.numpy().tobytes()
+
+
+def test_compiled_alibi_equals_eager_bit_for_bit():
+    # A built AlibiBias traces as one graph (its slopes are tensors made
+    # once, not numpy), at a known start and at the default one.
+    import torch
+
+    layer = keras_posenc.AlibiBias()
+    scores = torch.randn(2, 4, 8, 8)
+    eager = layer(scores, start_index=3)
+    compiled = torch.compile(lambda x: layer(x, start_index=3), fullgraph=True)
+    assert torch.equal(compiled(scores), eager)
+    default = torch.compile(lambda x: layer(x), fullgraph=True)
+    assert torch.equal(default(scores), layer(scores))

@@ -14,6 +14,8 @@ off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `ESMRotaryEmbedding` stand in for the keras-hub subclasses of those names;
 `FluxRotaryPositionalEmbedding` and `FluxTimestepEmbedding` for FLUX's
 `RotaryPositionalEmbedding` and `TimestepEmbedding` (`flux_maths`).
+`AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
+https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
 `use_exact(model)` makes every keras-hub position layer inside a keras-hub
 model exact, in place, and refuses by name any layer it cannot map exactly.
@@ -37,6 +39,7 @@ from keras_posenc.compat._flux import (
     FluxRotaryPositionalEmbedding,
     FluxTimestepEmbedding,
 )
+from keras_posenc.compat._alibi import AlibiBias
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
@@ -44,6 +47,7 @@ from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbed
 from keras_posenc.compat._swap import use_exact
 
 __all__ = [
+    "AlibiBias",
     "ESMRotaryEmbedding",
     "FluxRotaryPositionalEmbedding",
     "FluxTimestepEmbedding",

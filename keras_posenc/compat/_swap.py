@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import keras
 
+from keras_posenc.compat._alibi import AlibiBias
 from keras_posenc.compat._base import PACKAGE, require_keras3
 from keras_posenc.compat._flux import (
     FluxRotaryPositionalEmbedding,
@@ -21,10 +22,12 @@ from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbed
 _HUB = "keras_hub.src."
 _HUB_ROTARY = (_HUB + "layers.modeling.rotary_embedding", "RotaryEmbedding")
 _HUB_SINE = (_HUB + "layers.modeling.sine_position_encoding", "SinePositionEncoding")
+_HUB_ALIBI = (_HUB + "layers.modeling.alibi_bias", "AlibiBias")
 _HUB_BACKBONE = (_HUB + "models.backbone", "Backbone")
 # keras-hub's position layers (module, class name) and their drop-ins: every
-# subclass of its two layers in keras-hub 0.32's source.
+# subclass of its position layers in keras-hub 0.32's source.
 _DROP_INS = {
+    _HUB_ALIBI: AlibiBias,
     _HUB_ROTARY: RotaryEmbedding,
     _HUB_SINE: SinePositionEncoding,
     (
@@ -58,6 +61,9 @@ _LEFT_AS_IS = (
     "SAM3ViTRotaryEmbedding",
     "SmolLM3RotaryEmbedding",
 )
+# keras-hub's ALiBi built inline, not as a layer (Falcon's decoder makes
+# its bias in a method): left as is.
+_ALIBI_LEFT_AS_IS = ("FalconTransformerDecoder",)
 _STALE = re.compile(r"\._layers\[\d+\]$")
 _COMPILED = ("train_function", "test_function", "predict_function", "generate_function")
 
@@ -126,7 +132,7 @@ def _drop_in(layer, owner, path):
         _refuse_mrope(owner, path)
         return _DROP_INS[key]
     lineage = _lineage(layer)
-    if _HUB_ROTARY in lineage or _HUB_SINE in lineage:
+    if _HUB_ROTARY in lineage or _HUB_SINE in lineage or _HUB_ALIBI in lineage:
         name = type(layer).__name__
         why = _REFUSED.get(name, "use_exact does not know what it computes")
         known = sorted(cls.__name__ for cls in _DROP_INS.values())
@@ -220,8 +226,9 @@ def _plan(model):
     for layer, owner, path, backbone in _walk(model):
         # Keras keeps a replaced sublayer in `_layers` (ESM's attention
         # replaces RoFormer's rotary layer): only one in use is worth a word.
-        if type(layer).__name__ in _LEFT_AS_IS and not _STALE.search(path):
-            left.add(type(layer).__name__)
+        name = type(layer).__name__
+        if name in _LEFT_AS_IS + _ALIBI_LEFT_AS_IS and not _STALE.search(path):
+            left.add(name)
         drop_in = _drop_in(layer, owner, path)
         if drop_in is None:
             continue
@@ -242,7 +249,8 @@ def _reset_compiled(model):
 def use_exact(model):
     """Makes every keras-hub position layer inside `model` exact, in place.
 
-    Each keras-hub `RotaryEmbedding`, `SinePositionEncoding`,
+    Each keras-hub `RotaryEmbedding`, `SinePositionEncoding`, `AlibiBias`
+    (Press et al., 2021, https://arxiv.org/abs/2108.12409; BLOOM's),
     `LlamaRotaryEmbedding` (Llama 3 scaling), `Phi3SuScaledRotaryEmbedding`
     (LongRoPE) and `ESMRotaryEmbedding` inside a keras-hub backbone or task
     (or any Keras model or layer) becomes the drop-in of
@@ -292,10 +300,18 @@ def use_exact(model):
     for marked in marks.values():
         _mark(marked)
     _reset_compiled(model)
-    if left:
+    rotary = left.difference(_ALIBI_LEFT_AS_IS)
+    if rotary:
         warnings.warn(
             "use_exact left keras-hub's other rotary code as it is (float32 "
-            f"angles): {sorted(left)}.",
+            f"angles): {sorted(rotary)}.",
+            stacklevel=2,
+        )
+    if left & set(_ALIBI_LEFT_AS_IS):
+        warnings.warn(
+            "use_exact left the ALiBi bias of keras-hub's Falcon as it is: "
+            "FalconTransformerDecoder builds it in a method, in the compute "
+            "dtype, not in a layer that could be replaced.",
             stacklevel=2,
         )
     return len(swaps)

@@ -1,0 +1,218 @@
+"""ALiBi: the bias add against a precomputed-bias add and keras-hub, per backend.
+
+    python -m benchmarks.alibi [--backend tensorflow|jax|torch | --all-backends]
+        [--reps 7] [--shape B,H,Q,K] [--torch-threads 1] [--one-core]
+        [--smoke] [--json PATH] [--record]
+
+Scores `[batch, heads, query, key]`, default `(8, 32, 1024, 1024)` (1 GiB
+of float32 per tensor; the issue's `(8, 32, 2048, 2048)` is 4 GiB per
+tensor, see benchmarks/README.md). The floor is a plain Keras layer
+adding a precomputed float32 bias `[1, H, Q, K]` (a constant: read the
+scores and the bias once, write the output once). Ours (`AlibiBias`)
+computes the exact bias `[1, H, Q, K]` at every call, once (not per batch
+row), and adds it; keras-hub's `AlibiBias` computes a `[1, H, 1, K]` bias
+in the compute dtype (one row, broadcast over the queries) and adds it.
+Every configuration runs in the same process, in interleaved repetitions
+after a warm-up, per execution mode (TensorFlow: `tf.function` and
+`tf.function(jit_compile=True)`; JAX: `jax.jit`; torch: eager, no grad);
+the table shows medians, min-max and the ratio to the floor of the same
+mode. `--all-backends` runs one subprocess per backend and merges the
+ratios.
+"""
+
+import contextlib
+import sys
+
+from benchmarks import _common
+
+if __name__ == "__main__":
+    _common.select_backend(sys.argv[1:])
+    _common.pin_one_core(sys.argv[1:])
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+from keras_posenc import AlibiBias, alibi_bias  # noqa: E402
+
+BACKEND = keras.backend.backend()
+NAME = "alibi"
+SHAPE = (8, 32, 1024, 1024)
+SMOKE_SHAPE = (1, 4, 8, 8)
+
+FLOOR, OURS, KERAS_HUB = "floor", "ours", "keras_hub"
+LABELS = {
+    FLOOR: "floor: plain Keras layer, scores + precomputed bias [1, H, Q, K]",
+    OURS: "ours: AlibiBias (exact bias computed every call)",
+    KERAS_HUB: "keras-hub AlibiBias ([1, H, 1, K] bias in the compute dtype)",
+}
+MODES = {
+    "tensorflow": ("tf.function", "tf.function + XLA"),
+    "jax": ("jax.jit",),
+    "torch": ("eager",),
+}
+GOAL = 1.05  # ours / floor, in each mode
+
+
+class ConstantBias(keras.layers.Layer):
+    """The floor: adds a precomputed bias."""
+
+    def __init__(self, bias, **kwargs):
+        super().__init__(**kwargs)
+        self.bias = bias
+
+    def call(self, scores):
+        return scores + self.bias
+
+
+def configurations(shape):
+    """name -> function(scores) adding ALiBi biases."""
+    _, heads, q, k = shape
+    floor = ConstantBias(alibi_bias(heads, q, k))
+    ours = AlibiBias()
+    configs = {FLOOR: floor, OURS: ours}
+    try:
+        import keras_hub
+    except ImportError:
+        return configs
+    configs[KERAS_HUB] = keras_hub.layers.AlibiBias()
+    return configs
+
+
+def _compiled(fn, mode):
+    if mode.startswith("tf.function"):
+        import tensorflow as tf
+
+        return tf.function(fn, autograph=False, jit_compile=mode.endswith("XLA"))
+    if mode == "jax.jit":
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
+def _no_grad():
+    if BACKEND != "torch":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.no_grad()
+
+
+def run(shape, reps):
+    """One backend's section: timings and ratios per configuration and mode."""
+    info = _common.run_info(BACKEND)
+    print(_common.machine_line(info))
+    scores = ops.convert_to_tensor(
+        np.random.default_rng(0).normal(size=shape).astype("float32")
+    )
+    runners = {}
+    for name, layer in configurations(shape).items():
+        for mode in MODES[BACKEND]:
+            compiled = _compiled(lambda x, layer=layer: layer(x), mode)
+            runners[(name, mode)] = (lambda f: lambda: f(scores))(compiled)
+    with _no_grad():
+        times = _common.interleaved_times(runners, reps)
+    section = {
+        "run": info,
+        "shape": list(shape),
+        "reps": reps,
+        "load_end": _common.load_average(),
+        "speed": {
+            name: {
+                mode: _common.time_summary(times[(name, mode)], times[(FLOOR, mode)])
+                for mode in MODES[BACKEND]
+            }
+            for name in dict.fromkeys(name for name, _ in runners)
+        },
+    }
+    print(speed_markdown(section))
+    return section
+
+
+def speed_markdown(section):
+    shape = ", ".join(map(str, section["shape"]))
+    modes = list(next(iter(section["speed"].values())))
+    header = [f"(B, H, Q, K) = ({shape}), {BACKEND}"]
+    header += [f"{mode}: ms (x floor; min x floor) [min-max]" for mode in modes]
+    body = [
+        [LABELS[name]] + [_common.fmt_ms(s) for s in cells.values()]
+        for name, cells in section["speed"].items()
+    ]
+    return _common.markdown_table(header, body)
+
+
+def merged_markdown(sections):
+    """Ratios to the floor, every backend and mode side by side."""
+    columns = [
+        (backend, mode) for backend, s in sections.items() for mode in MODES[backend]
+    ]
+    header = ["median time / floor"] + [f"{b}: {m}" for b, m in columns]
+    body = []
+    for name in LABELS:
+        cells = []
+        for backend, mode in columns:
+            cell = sections[backend]["speed"].get(name, {}).get(mode)
+            text = "-" if cell is None else f"{cell['ratio']:.2f}x"
+            if cell is not None:
+                text += f" (min {cell['min_ratio']:.2f}x)"
+            cells.append(text)
+        body.append([LABELS[name]] + cells)
+    return _common.markdown_table(header, body)
+
+
+def goals(sections):
+    """Whether ours is within GOAL of the floor and beats keras-hub, per mode."""
+    lines = []
+    for backend, section in sections.items():
+        speed = section["speed"]
+        for mode in MODES[backend]:
+            ratio = speed[OURS][mode]["ratio"]
+            line = f"{backend} {mode}: ours {ratio:.2f}x floor "
+            line += f"({'within' if ratio <= GOAL else 'above'} {GOAL}x)"
+            if KERAS_HUB in speed:
+                hub = speed[KERAS_HUB][mode]["median_ms"]
+                verdict = "faster" if speed[OURS][mode]["median_ms"] < hub else "slower"
+                line += f"; {verdict} than keras-hub ({hub:.1f} ms)"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def parse_shape(text):
+    return tuple(int(v) for v in text.split(","))
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _common.argument_parser(__doc__, NAME)
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny shape, one repetition"
+    )
+    parser.add_argument(
+        "--shape", type=parse_shape, help="B,H,Q,K instead of 8,32,1024,1024"
+    )
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="torch intra-op threads"
+    )
+    _common.add_one_core_argument(parser)
+    args = parser.parse_args(argv)
+    _common.check_one_core(parser, args)
+    suffix = _common.one_core_suffix(args)
+    sections = _common.run_requested_backends(
+        NAME, argv, args, BACKEND, merged_markdown, suffix=suffix, summary=goals
+    )
+    if sections is not None:
+        return sections
+    if BACKEND == "torch":
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
+    section = run(shape, 1 if args.smoke else args.reps)
+    print("\n" + goals({BACKEND: section}))
+    return _common.write_section(NAME, BACKEND, section, args, suffix)
+
+
+if __name__ == "__main__":
+    main()

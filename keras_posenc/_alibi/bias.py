@@ -1,0 +1,104 @@
+"""ALiBi's bias in the graph: ``slope * distance`` within float32 rounding.
+
+The distance `d` (int32, ``|d| < 2**31``) is split into ``a + b`` with
+``b = d & 4095`` and `a` a multiple of 4096: both exact in float32 (`a`
+has at most 19 significant bits). Each slope comes from the host as a
+float32 pair ``high + low`` (`_alibi.slopes.split`), `high` with 5
+significant bits, so ``high * a`` and ``high * b`` are exact products;
+their sum is formed error-free (Fast2Sum: ``|high * a| >= |high * b|``
+whenever `a` is not 0) and the small term ``low * d`` (2**-4 of the
+value or less) is added to the rounding error before the one last
+rounding. The result is within 0.6 float32 ulp of the exact product:
+correctly rounded but at near-ties. No distance is ever rounded to the
+compute dtype; the bias is cast once, to the dtype of the scores, and
+saturates to float16's finite range (+-65504) rather than becoming inf.
+"""
+
+from keras import ops
+
+from keras_posenc import _backend, _platform
+
+_LOW_MASK = 4095
+FLOAT16_MAX = 65504.0
+
+
+def slope_constants(pair):
+    """The float32 ``(high, low)`` slope pair as the call path takes it.
+
+    On torch, tensors made once (on the host, outside `torch.compile`,
+    which cannot trace numpy); elsewhere numpy, converted where used, so
+    that no graph constant is kept from one TF graph for another.
+    """
+    if _backend.NAME == "torch":
+        return tuple(ops.convert_to_tensor(p, "float32") for p in pair)
+    return pair
+
+
+def distances(query_positions, key_length, symmetric):
+    """``key - query`` (int32) for keys ``0 .. key_length - 1``: `[q, k]`
+    for `[q]` query positions, `[B, q, k]` for `[B, q]`; ``-|key - query|``
+    when `symmetric`."""
+    keys = ops.arange(key_length, dtype="int32")
+    query_positions = ops.cast(query_positions, "int32")
+    d = keys - ops.expand_dims(query_positions, -1)
+    return -ops.abs(d) if symmetric else d
+
+
+def _product(d, high, low):
+    """``(high + low) * d`` as float32 `[lead, H, q, k]` (see module doc)."""
+    d = ops.expand_dims(d, -3)  # [..., 1, q, k] against slopes [H, 1, 1]
+    if len(d.shape) == 3:
+        d = ops.expand_dims(d, 0)
+    below = ops.bitwise_and(d, _LOW_MASK)
+    above = ops.cast(d - below, "float32")
+    below = ops.cast(below, "float32")
+    high = ops.reshape(ops.convert_to_tensor(high, "float32"), (-1, 1, 1))
+    low = ops.reshape(ops.convert_to_tensor(low, "float32"), (-1, 1, 1))
+    big, small = high * above, high * below  # exact
+    total = big + small
+    error = small - (total - big)  # exact: Fast2Sum
+    return total + (error + low * ops.cast(d, "float32"))
+
+
+def saturating_cast(x, dtype):
+    """`x` (float32) cast once to `dtype`; float16 saturates at +-65504."""
+    if dtype == "float32":
+        return x
+    if dtype == "float16":
+        x = ops.clip(x, -FLOAT16_MAX, FLOAT16_MAX)
+    return ops.cast(x, dtype)
+
+
+def bias(query_positions, key_length, high, low, *, symmetric, dtype):
+    """The bias `[1 or B, H, q, k]` in `dtype` of the queries at
+    `query_positions` (a span: `[q]` shared, or `[B, q]` per example).
+
+    Under XLA it is computed element-wise and once per call (not redone
+    for every batch row of the scores). Elsewhere a shared span takes the
+    `q + k - 1` distinct distances' biases, cast once, and gathers them
+    into place (one pass over `[H, q, k]` instead of a dozen ops): the same
+    values, since the bias depends on the distance only.
+    """
+
+    def compute(positions):
+        d = distances(positions, key_length, symmetric)
+        return (saturating_cast(_product(d, high, low), dtype),)
+
+    shared = len(query_positions.shape) == 1
+    if _backend.in_xla() or not shared or query_positions.shape[0] == 0:
+        return _platform.computed_once(compute, query_positions)[0]
+    q = query_positions.shape[0]
+    if q is None:  # a TF graph's dynamic length (a length-0 span gives an empty table)
+        q = ops.shape(query_positions)[0]
+    last = query_positions[q - 1] if isinstance(q, int) else _last(query_positions)
+    # Distances key - query from -last (key 0, last query) to k - 1 - first.
+    span = ops.arange(q + key_length - 1, dtype="int32") - last
+    span = -ops.abs(span) if symmetric else span
+    table = saturating_cast(_product(span[None, :], high, low), dtype)[0, :, 0]
+    index = distances(ops.arange(q, dtype="int32"), key_length, False) + (q - 1)
+    return ops.expand_dims(ops.take(table, index, axis=1), 0)
+
+
+def _last(values):
+    """The last entry of a `[q]` tensor of dynamic length, or 0 when empty."""
+    return ops.sum(values[-1:])

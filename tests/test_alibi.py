@@ -1,0 +1,334 @@
+"""Tests of `keras_posenc.alibi`: ALiBi slopes and biases (Press et al., 2021).
+
+References are independent of the package: the slopes by mpmath from the
+paper's rule, and transformers 5.24.0's `_get_alibi_slopes` (BLOOM,
+Falcon) and `build_mpt_alibi_tensor` (MPT) transcribed below in float64
+numpy (transformers is never imported).
+"""
+
+import math
+import re
+
+import mpmath
+import numpy as np
+import pytest
+from _helpers import BACKEND, LEGACY, to_numpy, traced
+from keras import ops
+
+import keras_posenc
+from keras_posenc import AlibiBias, alibi_bias, alibi_slopes
+from keras_posenc._keras import keras
+
+# The bias promise: within this many float32 ulps of the exact product.
+ULPS = 0.6
+HEADS = range(1, 129)
+
+
+def _exact_slopes(heads, m=8):
+    """The paper repository's rule, in mpmath (120 bits)."""
+    with mpmath.workprec(120):
+
+        def power_of_2(n):
+            start = mpmath.power(2, -mpmath.mpf(m) / n)
+            return [start ** (i + 1) for i in range(n)]
+
+        c = 2 ** int(math.floor(math.log2(heads)))
+        return power_of_2(c) + power_of_2(2 * c)[0::2][: heads - c]
+
+
+def _bloom_slopes(heads):
+    """transformers' `_get_alibi_slopes` (BLOOM, Falcon), in float64."""
+    c = 2 ** math.floor(math.log2(heads))
+    base = 2 ** (-(2 ** -(math.log2(c) - 3)))
+    slopes = base ** np.arange(1, 1 + c, dtype=np.float64)
+    if c != heads:
+        extra_base = 2 ** (-(2 ** -(math.log2(2 * c) - 3)))
+        remaining = min(c, heads - c)
+        extra = extra_base ** np.arange(1, 1 + 2 * remaining, 2, dtype=np.float64)
+        slopes = np.concatenate([slopes, extra])
+    return slopes
+
+
+def _mpt_slopes(heads, alibi_bias_max=8):
+    """transformers' `build_mpt_alibi_tensor` slopes, in float64."""
+    n = 2 ** math.ceil(math.log2(heads))
+    base = np.arange(1, n + 1, dtype=np.float64) * (alibi_bias_max / n)
+    slopes = 1.0 / np.power(2.0, base)
+    if n != heads:
+        slopes = np.concatenate([slopes[1::2], slopes[::2]])[:heads]
+    return slopes
+
+
+def _ulps(ours, exact_values):
+    """|ours - exact| in float32 ulps of the exact value (float64 array)."""
+    ulp = np.spacing(np.abs(exact_values).astype(np.float32)).astype(np.float64)
+    return np.abs(ours.astype(np.float64) - exact_values) / np.maximum(ulp, 2.0**-149)
+
+
+# -- slopes ---------------------------------------------------------------------
+
+
+def test_slopes_are_the_correctly_rounded_values_for_every_head_count():
+    # float64 nearest to mpmath's for 1..128 heads, powers of two and not.
+    for heads in HEADS:
+        expected = np.array([float(s) for s in _exact_slopes(heads)])
+        np.testing.assert_array_equal(alibi_slopes(heads), expected)
+
+
+@pytest.mark.parametrize("m", [1, 6, 12, 64])
+def test_slopes_follow_alibi_bias_max(m):
+    for heads in (1, 3, 8, 12, 71):
+        expected = np.array([float(s) for s in _exact_slopes(heads, m)])
+        np.testing.assert_array_equal(alibi_slopes(heads, m), expected)
+
+
+def test_slopes_equal_transformers_bloom_and_mpt_rules():
+    # Both interleave the same way (MPT's slopes[1::2] + slopes[::2] of the
+    # next power of two is the paper's order); float64 pow rounds differently.
+    for heads in HEADS:
+        ours = alibi_slopes(heads)
+        np.testing.assert_allclose(_bloom_slopes(heads), ours, rtol=1e-14)
+        np.testing.assert_allclose(_mpt_slopes(heads), ours, rtol=1e-14)
+
+
+# -- the bias -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start", [0, 10**6, 2**24 + 1, 2**31 - 1])
+def test_bias_is_within_float32_rounding_of_the_exact_product(start):
+    # Queries at start, start + 1 against keys 0..15: distances up to 2**31 - 1,
+    # for head counts powers of two and not, against mpmath.
+    for heads in (1, 5, 12, 64, 71, 128):
+        q = 1 if start == 2**31 - 1 else 2
+        bias = to_numpy(alibi_bias(heads, q, 16, start_index=start))[0]
+        keys = np.arange(16)
+        with mpmath.workprec(120):
+            for h, slope in enumerate(_exact_slopes(heads)):
+                for i in range(q):
+                    want = np.array([float(slope * int(j - start - i)) for j in keys])
+                    assert _ulps(bias[h, i], want).max() <= ULPS
+
+
+def test_bias_matches_transformers_over_heads_1_to_128_and_distances_to_10_6():
+    # transformers' bias is slope * key (BLOOM, Falcon) or slope * (key - (K-1))
+    # (MPT): slope * (key - query) plus a constant per row. Here: ours equals
+    # their float64 slopes times (key - query) within float32 rounding.
+    # Every head count's slopes in one call (slopes are tested above), one
+    # query per start (per-example starts).
+    slopes = np.concatenate([alibi_slopes(heads) for heads in HEADS])
+    theirs = np.concatenate([_bloom_slopes(heads) for heads in HEADS])
+    starts, keys = np.array([15, 1000, 54321, 10**6]), np.arange(16)
+    for part in np.array_split(np.arange(slopes.size), 3):
+        bias = alibi_bias(part.size, 1, 16, start_index=starts, slopes=slopes[part])
+        want = theirs[part][None, :, None] * (keys - starts[:, None])[:, None, :]
+        assert _ulps(to_numpy(bias)[:, :, 0], want).max() <= ULPS + 1e-6
+
+
+def test_attention_weights_equal_transformers_bloom_and_mpt():
+    # softmax over keys ignores the constant per row: same weights as HF's.
+    heads, length = 12, 9
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(1, heads, length, length)).astype("float32")
+    future = np.triu(np.ones((length, length), bool), 1)
+    keys = np.arange(length)
+
+    def weights(biased):
+        biased = np.where(future, -np.inf, biased.astype(np.float64))
+        e = np.exp(biased - biased.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    ours = weights(to_numpy(AlibiBias()(scores)))
+    bloom = weights(scores + _bloom_slopes(heads)[:, None, None] * keys)
+    mpt = weights(scores + _mpt_slopes(heads)[:, None, None] * (keys - length + 1))
+    np.testing.assert_allclose(ours, bloom, atol=1e-6)
+    np.testing.assert_allclose(ours, mpt, atol=1e-6)
+
+
+def test_layer_forms_causal_symmetric_and_decoding_steps():
+    heads, q, k = 3, 4, 6
+    slopes = alibi_slopes(heads)[:, None, None]
+    scores = np.zeros((2, heads, q, k), "float32")
+    i, j = np.arange(k - q, k)[:, None], np.arange(k)[None, :]
+    np.testing.assert_allclose(to_numpy(AlibiBias()(scores))[0], slopes * (j - i))
+    symmetric = to_numpy(AlibiBias(symmetric=True)(scores))[1]
+    np.testing.assert_allclose(symmetric, -slopes * np.abs(j - i))
+    # A step at position 5 equals row 5 of the full causal bias.
+    full = to_numpy(AlibiBias()(np.zeros((1, heads, k, k), "float32")))
+    step = to_numpy(AlibiBias()(np.zeros((1, heads, 1, k), "float32")))
+    np.testing.assert_array_equal(step[0, :, 0], full[0, :, k - 1])
+    # Per-example starts: one row of positions per example.
+    per_example = to_numpy(AlibiBias()(scores, start_index=np.array([0, 2])))
+    np.testing.assert_allclose(per_example[1], slopes * (j - (i - k + q + 2)))
+
+
+def test_explicit_slopes_are_used_as_given():
+    slopes = [0.5, 0.3, 1e-3]
+    out = to_numpy(AlibiBias(slopes=slopes)(np.zeros((1, 3, 1, 4), "float32")))
+    want = np.array(slopes)[:, None] * (np.arange(4) - 3)
+    np.testing.assert_allclose(out[0, :, 0], want, rtol=1e-7)
+
+
+def test_compiled_calls_give_the_same_bits():
+    layer = AlibiBias()
+    scores = np.random.default_rng(1).normal(size=(2, 6, 5, 40)).astype("float32")
+    eager = to_numpy(layer(scores, start_index=3 * 10**8))
+    if BACKEND in ("tensorflow", "jax"):
+        for jit in (False, True) if BACKEND == "tensorflow" else (True,):
+            fn = traced(lambda x: layer(x, start_index=3 * 10**8), jit_compile=jit)
+            np.testing.assert_array_equal(to_numpy(fn(scores)), eager)
+
+
+# -- mixed precision --------------------------------------------------------------
+
+
+@pytest.mark.skipif(LEGACY, reason="Keras 3 dtype policies")
+def test_bfloat16_bias_is_the_float32_bias_rounded_once():
+    # keras-hub rounds the distance 1000 to bf16 (a multiple of 4) first;
+    # here the float32 bias is rounded once, to the scores' dtype.
+    layer = AlibiBias(alibi_bias_max=1, dtype="mixed_bfloat16")
+    out = layer(np.zeros((1, 1, 1, 1002), "float32"))
+    assert "bfloat16" in str(out.dtype)
+    exact = alibi_slopes(1, 1)[0] * -np.arange(1001, -1, -1, dtype=np.float64)
+    want = to_numpy(ops.cast(ops.cast(exact, "float32"), "bfloat16"))
+    np.testing.assert_array_equal(to_numpy(ops.cast(out, "float32"))[0, 0, 0], want)
+
+
+@pytest.mark.skipif(LEGACY, reason="Keras 3 dtype policies")
+def test_float16_bias_saturates_at_the_finite_range():
+    out = AlibiBias(alibi_bias_max=1, dtype="mixed_float16")(
+        np.zeros((1, 1, 1, 140000), "float32")
+    )
+    values = to_numpy(ops.cast(out, "float32"))[0, 0, 0]
+    assert np.isfinite(values).all()
+    assert values[0] == -65504.0 and values[-1] == 0.0
+    bias = to_numpy(alibi_bias(1, 1, 3, alibi_bias_max=1, dtype="float16"))
+    assert bias.dtype == np.float16
+
+
+# -- config, saving ---------------------------------------------------------------
+
+
+def test_config_round_trip_and_keras_file(tmp_path):
+    layer = AlibiBias(heads=3, symmetric=True, name="alibi")
+    again = AlibiBias.from_config(layer.get_config())
+    assert again.get_config() == layer.get_config()
+    inputs = keras.Input((3, None, None))
+    model = keras.Model(inputs, AlibiBias(slopes=[0.5, 0.25, 0.125])(inputs))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    x = np.random.default_rng(0).normal(size=(2, 3, 4, 7)).astype("float32")
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+
+
+@pytest.mark.skipif(
+    not LEGACY and BACKEND not in ("tensorflow", "jax"), reason="SavedModel writers"
+)
+def test_saved_model_serves_any_batch_and_lengths(tmp_path):
+    from _helpers import serve
+
+    inputs = keras.Input((4, None, None))
+    model = keras.Model(inputs, AlibiBias()(inputs))
+    path = keras_posenc.export_saved_model(model, tmp_path / "alibi")
+    for shape in ((1, 4, 3, 3), (2, 4, 1, 9)):
+        x = np.random.default_rng(0).normal(size=shape).astype("float32")
+        np.testing.assert_array_equal(serve(path, x), to_numpy(model(x)))
+
+
+# -- config.json ------------------------------------------------------------------
+
+
+def test_from_hf_config_reads_bloom_mpt_and_falcon():
+    bloom = AlibiBias.from_hf_config({"model_type": "bloom", "num_attention_heads": 12})
+    assert bloom.heads == 12 and bloom.slopes is None
+    mpt = AlibiBias.from_hf_config({"model_type": "mpt", "n_heads": 24})
+    assert mpt.heads == 24 and mpt.alibi_bias_max == 8
+    falcon = AlibiBias.from_hf_config(
+        {"model_type": "falcon", "alibi": True, "num_attention_heads": 71}
+    )
+    # Falcon divides its ALiBi by sqrt(head_dim) = sqrt(4544 // 71) = 8.
+    np.testing.assert_allclose(falcon.slopes, _bloom_slopes(71) / 8, rtol=1e-14)
+    assert AlibiBias.from_hf_config({"model_type": "bloom"}).heads == 8
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"model_type": "llama"}, "`model_type`, expected one of"),
+        ({"model_type": "baichuan"}, "remote code"),
+        ({"model_type": "falcon"}, "`alibi`, expected true"),
+        (
+            {"model_type": "mpt", "attn_config": {"alibi": False}},
+            "`attn_config.alibi`, expected true",
+        ),
+        (
+            {"model_type": "mpt", "attn_config": {"alibi_bias_max": 16}},
+            "`attn_config.alibi_bias_max`, expected 8",
+        ),
+        (
+            {"model_type": "bloom", "n_head": 8, "num_attention_heads": 4},
+            "`num_attention_heads`, expected the value of `n_head`",
+        ),
+        ({"model_type": "bloom", "n_head": 0}, "`n_head`, expected a positive"),
+        (
+            {"model_type": "falcon", "alibi": True, "hidden_size": 8},
+            "`hidden_size`, expected at least num_attention_heads=71",
+        ),
+    ],
+)
+def test_from_hf_config_refuses_by_name(config, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        AlibiBias.from_hf_config(config)
+
+
+def test_from_hf_config_refuses_an_argument_it_reads():
+    with pytest.raises(ValueError, match=re.escape("takes no `heads` argument")):
+        AlibiBias.from_hf_config({"model_type": "bloom"}, heads=4)
+
+
+# -- errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"alibi_bias_max": 8.5}, "`alibi_bias_max`, expected a positive integer"),
+        ({"alibi_bias_max": 65}, "`alibi_bias_max`, expected a positive integer <= 64"),
+        ({"heads": 0}, "`heads`, expected a positive integer"),
+        ({"slopes": []}, "`slopes`, expected a non-empty list"),
+        ({"slopes": [0.5, -1.0]}, "`slopes`, expected a non-empty list"),
+        ({"slopes": [0.5], "heads": 2}, "`heads`, expected 1, the number of `slopes`"),
+        ({"slopes": [0.5], "alibi_bias_max": 4}, "`alibi_bias_max`, expected 8"),
+        ({"symmetric": "yes"}, "`symmetric`, expected a bool"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        AlibiBias(**kwargs)
+
+
+def test_scores_that_do_not_fit_are_refused():
+    with pytest.raises(
+        ValueError, match=re.escape("expected 4 heads on axis 1 (heads=4)")
+    ):
+        AlibiBias(heads=4)(np.zeros((1, 3, 2, 2), "float32"))
+    with pytest.raises(
+        ValueError, match=re.escape("`attention_scores`, expected a tensor")
+    ):
+        AlibiBias()(np.zeros((3, 2, 2), "float32"))
+    with pytest.raises(ValueError, match=re.escape("`start_index`")):
+        AlibiBias()(np.zeros((1, 2, 2, 2), "float32"), start_index=-1)
+
+
+def test_bad_lengths_are_refused_by_name():
+    with pytest.raises(
+        ValueError, match=re.escape("`query_length`, expected an integer")
+    ):
+        alibi_bias(4, -1)
+    with pytest.raises(
+        ValueError, match=re.escape("`key_length`, expected an integer")
+    ):
+        alibi_bias(4, 2, -3)
+    with pytest.raises(
+        ValueError, match=re.escape("`dtype`, expected a floating dtype")
+    ):
+        alibi_bias(4, 2, dtype="int32")
