@@ -35,11 +35,11 @@ Example:
 True
 """
 
+from keras_posenc.compat._alibi import AlibiBias
 from keras_posenc.compat._flux import (
     FluxRotaryPositionalEmbedding,
     FluxTimestepEmbedding,
 )
-from keras_posenc.compat._alibi import AlibiBias
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
