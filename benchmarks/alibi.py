@@ -41,10 +41,13 @@ SHAPE = (8, 32, 1024, 1024)
 SMOKE_SHAPE = (1, 4, 8, 8)
 
 FLOOR, OURS, KERAS_HUB = "floor", "ours", "keras_hub"
+FLOOR_ROW, OURS_ROW = "floor_one_row", "ours_one_row"
 LABELS = {
     FLOOR: "floor: plain Keras layer, scores + precomputed bias [1, H, Q, K]",
     OURS: "ours: AlibiBias (exact bias computed every call)",
     KERAS_HUB: "keras-hub AlibiBias ([1, H, 1, K] bias in the compute dtype)",
+    FLOOR_ROW: "floor, one row: scores + precomputed bias [1, H, 1, K]",
+    OURS_ROW: "ours, keras-hub's one-row form: compat.AlibiBias (exact)",
 }
 MODES = {
     "tensorflow": ("tf.function", "tf.function + XLA"),
@@ -75,7 +78,13 @@ def configurations(shape):
         import keras_hub
     except ImportError:
         return configs
+    from keras_posenc import compat
+
     configs[KERAS_HUB] = keras_hub.layers.AlibiBias()
+    # keras-hub's form: one row per head, slope * (j - (k - 1)), broadcast
+    # over the queries (the same softmax under a causal mask).
+    configs[FLOOR_ROW] = ConstantBias(alibi_bias(heads, 1, k, start_index=k - 1))
+    configs[OURS_ROW] = compat.AlibiBias()
     return configs
 
 
@@ -174,6 +183,13 @@ def goals(sections):
                 hub = speed[KERAS_HUB][mode]["median_ms"]
                 verdict = "faster" if speed[OURS][mode]["median_ms"] < hub else "slower"
                 line += f"; {verdict} than keras-hub ({hub:.1f} ms)"
+                row = speed[OURS_ROW][mode]
+                row_floor = speed[FLOOR_ROW][mode]["median_ms"]
+                verdict = "faster" if row["median_ms"] < hub else "slower"
+                line += (
+                    f"; one-row form {row['median_ms'] / row_floor:.2f}x its floor, "
+                    f"{verdict} than keras-hub"
+                )
             lines.append(line)
     return "\n".join(lines)
 

@@ -662,9 +662,8 @@ def test_alibi_smoke_times_every_configuration_against_the_floor(tmp_path):
     path = tmp_path / "alibi.json"
     alibi.main(["--smoke", "--json", str(path)])
     speed = json.loads(path.read_text())["backends"][BACKEND]["speed"]
-    expected = {alibi.FLOOR, alibi.OURS} | (
-        {alibi.KERAS_HUB} if _has_keras_hub() else set()
-    )
+    hub = {alibi.KERAS_HUB, alibi.FLOOR_ROW, alibi.OURS_ROW}
+    expected = {alibi.FLOOR, alibi.OURS} | (hub if _has_keras_hub() else set())
     assert set(speed) == expected
     for cells in speed.values():
         assert set(cells) == set(alibi.MODES[BACKEND])
