@@ -162,29 +162,50 @@ def _phase(q, consts):
     an array, or a sum over an axis, would each be a loop of its own (a
     larger compiled program, kept per input shape).
     """
+    chunks = chunks_of(q, consts)
+    return chunks, turns_of_chunks(chunks, consts.chunk_turns, consts)
+
+
+def chunks_of(q, consts):
+    """int32 ``q`` ``[N]`` as its 12-bit chunks ``[N, 3, 1, 1]`` (see `_phase`):
+    ``c0 + 4096 c1 + 2**24 c2``, ``c2`` signed."""
     q = _backend.reshape(q, (-1, 1, 1, 1))
-    # Every product is below 2**24 in magnitude, every sum below 2**26:
-    # int32 is exact, in any order.
-    # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
-    # through numpy.)
     if not _backend.in_xla():
         shifted = ops.floor_divide(q, consts.divisors)
-        chunks = ops.where(consts.wraps, ops.mod(shifted, 4096), shifted)
-        parts = ops.sum(ops.multiply(chunks, consts.chunk_turns), axis=1)
-        parts = ops.mod(parts, consts.moduli)
-        phase = ops.sum(ops.multiply(parts, consts.weights), axis=1, keepdims=True)
-        return chunks, ops.mod(phase, 2**24)
+        return ops.where(consts.wraps, ops.mod(shifted, 4096), shifted)
     # Arithmetic shifts divide by powers of two rounding down, whatever the
     # sign; ``x - (x >> k) * 2**k`` is then ``x mod 2**k``, in [0, 2**k).
     shifted = ops.right_shift(q, consts.shifts)
     wrapped = shifted - ops.right_shift(shifted, 12) * 4096
-    chunks = ops.where(consts.wraps, wrapped, shifted)
-    p0, p1, p2 = ops.unstack(ops.multiply(chunks, consts.chunk_turns), num=3, axis=1)
-    parts = (p0 + p1) + p2  # [N, 2, n]: hi, mid
+    return ops.where(consts.wraps, wrapped, shifted)
+
+
+def turns_of_chunks(chunks, chunk_turns, consts):
+    """``sum_k chunks_k * turns_k mod 1``: int32 ``[N, 1, n]``, units of 2**-24.
+
+    Args:
+        chunks: int32 ``[N, K, 1, 1]``, each in ``[-2**11, 2**12)``.
+        chunk_turns: int32 ``[K, 2, n]``: each chunk's turns, hi and mid (as
+            `EngineConstants.chunk_turns`), ``K <= 8``.
+        consts: the `EngineConstants` (moduli, weights).
+    """
+    # Every product is below 2**24 in magnitude, every sum below 2**27:
+    # int32 is exact, in any order.
+    # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
+    # through numpy.)
+    products = ops.multiply(chunks, chunk_turns)
+    if not _backend.in_xla():
+        parts = ops.mod(ops.sum(products, axis=1), consts.moduli)
+        phase = ops.sum(ops.multiply(parts, consts.weights), axis=1, keepdims=True)
+        return ops.mod(phase, 2**24)
+    first, *others = ops.unstack(products, num=chunks.shape[1], axis=1)
+    parts = first  # [N, 2, n]: hi, mid
+    for other in others:
+        parts = parts + other
     above = ops.right_shift(parts, consts.part_bits)
     parts = parts - ops.multiply(above, consts.moduli)
     phase = parts[:, :1] * 4096 + parts[:, 1:]
-    return chunks, phase - ops.right_shift(phase, 24) * 2**24
+    return phase - ops.right_shift(phase, 24) * 2**24
 
 
 def phase_of(q, consts):
@@ -199,6 +220,11 @@ def phase_of(q, consts):
         ``[0, 2**24)``, and the float32 rest in turns (``|rest| < 2**-23``).
     """
     chunks, phase = _phase(q, consts)
+    return phase, rest_of_chunks(chunks, consts)
+
+
+def rest_of_chunks(chunks, consts):
+    """The float32 rest (turns) of `chunks` (``[N, 3, 1, 1]``): ``[N, 1, n]``."""
     # Float sums never chain two additions (nor products two products):
     # TF's graph optimizer regroups such chains where shapes are known, so
     # their rounding would depend on the call path. ``x + y`` is written
@@ -206,7 +232,7 @@ def phase_of(q, consts):
     r0, minus_r1, minus_r2 = ops.unstack(
         ops.multiply(ops.cast(chunks, "float32"), consts.chunk_rests), num=3, axis=1
     )
-    return phase, (r0 - minus_r1) - minus_r2
+    return (r0 - minus_r1) - minus_r2
 
 
 def sincos_of_phase(phase, rest, consts):

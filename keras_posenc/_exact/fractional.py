@@ -10,10 +10,11 @@ rounded: a float32 ``|t| < 2**31`` is split exactly as
     |t| = a + c * 2**-23 + r,   a, c integers, c < 2**23, 0 <= r < 2**-23
 
 (``a = floor(|t|)``, then the fraction's first 23 bits; every step is exact
-in float32). The engine's exact integer phase (`_exact.engine.phase_of`)
-gives ``a * f`` and ``c * (f * 2**-23)`` modulo one turn, and ``r * f`` is
-a rest below ``2**-11`` turns, formed in float32 (an error below 2**-34
-turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
+in float32). The engine's exact integer arithmetic
+(`_exact.engine.chunks_of`, `turns_of_chunks`) gives ``a * f + c * (f *
+2**-23)`` modulo one turn in one reduction over five 12-bit chunks, and
+``r * f`` is a rest below ``2**-11`` turns, formed in float32 (an error
+below 2**-34 turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
 within 2e-7 of the exact values, the engine's promise, for every float32
 ``t`` with ``|t| < 2**31`` and frequencies up to `MAX_TURNS` turns per unit.
 Integer positions (int32) go through the integer engine unchanged.
@@ -41,15 +42,21 @@ _LIMIT = 2.0**31
 
 def _integer_pairs(consts, q):
     """int32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos)."""
-    whole, _, _ = consts
+    whole = consts[0]
     phase, rest = _engine.phase_of(q, whole)
     return _engine.sincos_of_phase(phase, rest, whole)
 
 
 def _fractional_pairs(consts, t):
     """float32 ``[N]`` -> float32 ``[N, 2, n]`` (sin, cos); NaN where ``t``
-    is not finite or ``|t| >= 2**31``."""
-    whole, below, turns = consts
+    is not finite or ``|t| >= 2**31``.
+
+    One exact phase for ``a * f + c * (f * 2**-23)``: the 12-bit chunks of
+    `a` (three) and of `c` (two: ``c < 2**23``) against one table of five
+    rows of turns, reduced once (as the integer engine reduces three).
+    `chunk_rests` are c's float rests (a's are the integer engine's).
+    """
+    whole, chunk_turns, chunk_rests, turns = consts
     size = ops.abs(t)
     valid = ops.logical_and(ops.isfinite(t), size < _LIMIT)
     size = ops.where(valid, size, 0.0)
@@ -57,14 +64,21 @@ def _fractional_pairs(consts, t):
     fraction = size - a  # exact: the bits of `size` below one
     c = ops.floor(fraction * 2.0**_FRACTION_BITS)
     r = fraction - c * 2.0**-_FRACTION_BITS  # exact: its bits below 2**-23
-    phase_a, rest_a = _engine.phase_of(ops.cast(a, "int32"), whole)
-    phase_c, rest_c = _engine.phase_of(ops.cast(c, "int32"), below)
-    phase = phase_a + phase_c  # both in [0, 2**24)
-    rest = (rest_a + rest_c) + ops.reshape(r, (-1, 1, 1)) * turns
+    whole_chunks = _engine.chunks_of(ops.cast(a, "int32"), whole)
+    below_chunks = _engine.chunks_of(ops.cast(c, "int32"), whole)[:, :2]
+    chunks = ops.concatenate([whole_chunks, below_chunks], axis=1)
+    phase = _engine.turns_of_chunks(chunks, chunk_turns, whole)
+    # a's rest as the integer engine forms it (an integer-valued position
+    # gives the integer engine's bits: c and r are 0), then c's and r's.
+    c0, c1 = ops.unstack(
+        ops.multiply(ops.cast(below_chunks, "float32"), chunk_rests), num=2, axis=1
+    )
+    rest = _engine.rest_of_chunks(whole_chunks, whole) + (c0 + c1)
+    rest = rest + ops.reshape(r, (-1, 1, 1)) * turns
     # A negative position turns the other way: -phase, -rest (cos(-x) =
     # cos x and sin(-x) = -sin x, exactly, from the same ops).
     negative = ops.reshape(t < 0, (-1, 1, 1))
-    phase = ops.where(negative, 2**25 - phase, phase)
+    phase = ops.where(negative, 2**24 - phase, phase)
     rest = ops.where(negative, -rest, rest)
     phase = phase - ops.right_shift(phase, 24) * 2**24
     pair = _engine.sincos_of_phase(phase, rest, whole)
@@ -73,12 +87,13 @@ def _fractional_pairs(consts, t):
 
 def _device_consts(host):
     """The engine constants of `host` for the backend (tensors on torch)."""
-    whole, below, turns = host
-    made = (_engine.EngineConstants.of(whole), _engine.EngineConstants.of(below))
+    whole, chunk_turns, chunk_rests, turns = host
+    made = _engine.EngineConstants.of(whole)
+    arrays = (chunk_turns, chunk_rests, turns)
     if _backend.NAME != "torch":
-        return (*made, turns)
+        return (made, *arrays)
     with _backend.eager_scope():
-        return (*made, ops.convert_to_tensor(turns))
+        return (made, *(ops.convert_to_tensor(a) for a in arrays))
 
 
 class FractionalEncoder:
@@ -98,13 +113,19 @@ class FractionalEncoder:
         with decimal.localcontext() as ctx:
             ctx.prec = 80
             below = tuple(t / 2**_FRACTION_BITS for t in turns)
+        whole = phase_constants(turns, 2 * count, "concatenated")
+        below = phase_constants(below, 2 * count, "concatenated")
+        # The five chunks' turns (a's three, then c's two) and c's float rests.
+        chunk_turns = np.concatenate([whole.chunk_turns, below.chunk_turns[:2]])
+        chunk_rests = below.turn_lo[:2, None]
         host = (
-            phase_constants(turns, 2 * count, "concatenated"),
-            phase_constants(below, 2 * count, "concatenated"),
+            whole,
+            np.ascontiguousarray(chunk_turns),
+            np.ascontiguousarray(chunk_rests),
             np.array([float(t) for t in turns], np.float32),
         )
         self.count = count
-        self.nbytes = _engine.held_bytes(*host[:2]) + host[2].nbytes
+        self.nbytes = _engine.held_bytes(whole) + sum(a.nbytes for a in host[1:])
         self._host = host
         self._on_device = {}
         self._int = self._float = None  # torch: eager ops, per device
