@@ -124,9 +124,8 @@ class TimestepOptions:
         values, checks = _positions.reals("timesteps", timesteps)
         if self.dim == 1:  # no frequency: one zero column
             return _backend.guard(ops.zeros((*ops.shape(values), 1)), checks)
-        pairs = _encoder(self).pairs(values)  # [..., 2, half]: sin, cos
-        if self.flip_sin_to_cos:
-            pairs = ops.flip(pairs, axis=-2)
+        # [..., 2, half]: sin, cos (cos, sin when flipped)
+        pairs = _encoder(self).pairs(values, self.flip_sin_to_cos)
         rows = ops.reshape(pairs, (*ops.shape(values), 2 * (self.dim // 2)))
         if self.dim % 2:
             zeros = ops.zeros_like(rows[..., :1])

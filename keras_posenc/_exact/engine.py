@@ -102,8 +102,9 @@ class EngineConstants:
     pair_offsets: Any = dataclasses.field(default_factory=lambda: _PAIR_OFFSETS)
 
     @classmethod
-    def of(cls, consts: PhaseConstants):
-        """The constants of `consts` (a `PhaseConstants`) for this backend."""
+    def of(cls, consts: PhaseConstants, cos_first=False):
+        """The constants of `consts` (a `PhaseConstants`) for this backend;
+        with `cos_first`, `sincos_of_phase` gives (cos, sin)."""
         made = cls(
             consts.layout,
             consts.width,
@@ -112,6 +113,8 @@ class EngineConstants:
             consts.fine_u,
             consts.fine_v,
         )
+        if cos_first:
+            made = dataclasses.replace(made, pair_offsets=_PAIR_OFFSETS[::-1].copy())
         if _backend.NAME != "torch":
             return made
         arrays = {
@@ -236,7 +239,8 @@ def rest_of_chunks(chunks, consts):
 
 
 def sincos_of_phase(phase, rest, consts):
-    """sin and cos of ``2 pi (phase * 2**-24 + rest)``: ``[N, 2, n]`` (sin, cos).
+    """sin and cos of ``2 pi (phase * 2**-24 + rest)``: ``[N, 2, n]`` (sin, cos;
+    cos, sin with constants made `cos_first`).
 
     Within 3.3e-8 of the exact values while ``|rest| <= 2**-10`` turns.
 

@@ -54,7 +54,7 @@ def _fractional_pairs(consts, t):
     One exact phase for ``a * f + c * (f * 2**-23)``: the 12-bit chunks of
     `a` (three) and of `c` (two: ``c < 2**23``) against one table of five
     rows of turns, reduced once (as the integer engine reduces three).
-    `chunk_rests` are c's float rests (a's are the integer engine's).
+    `chunk_rests` are the five chunks' float rests (a's as the engine has them).
     """
     whole, chunk_turns, chunk_rests, turns = consts
     size = ops.abs(t)
@@ -68,12 +68,13 @@ def _fractional_pairs(consts, t):
     below_chunks = _engine.chunks_of(ops.cast(c, "int32"), whole)[:, :2]
     chunks = ops.concatenate([whole_chunks, below_chunks], axis=1)
     phase = _engine.turns_of_chunks(chunks, chunk_turns, whole)
-    # a's rest as the integer engine forms it (an integer-valued position
-    # gives the integer engine's bits: c and r are 0), then c's and r's.
-    c0, c1 = ops.unstack(
-        ops.multiply(ops.cast(below_chunks, "float32"), chunk_rests), num=2, axis=1
+    # a's rest as the integer engine forms it (`_exact.engine.rest_of_chunks`,
+    # its rows 1 and 2 negated: an integer-valued position gives the integer
+    # engine's bits, c and r being 0), then c's and r's.
+    r0, minus_r1, minus_r2, c0, c1 = ops.unstack(
+        ops.multiply(ops.cast(chunks, "float32"), chunk_rests), num=5, axis=1
     )
-    rest = _engine.rest_of_chunks(whole_chunks, whole) + (c0 + c1)
+    rest = ((r0 - minus_r1) - minus_r2) + (c0 + c1)
     rest = rest + ops.reshape(r, (-1, 1, 1)) * turns
     # A negative position turns the other way: -phase, -rest (cos(-x) =
     # cos x and sin(-x) = -sin x, exactly, from the same ops).
@@ -85,10 +86,10 @@ def _fractional_pairs(consts, t):
     return ops.where(ops.reshape(valid, (-1, 1, 1)), pair, float("nan"))
 
 
-def _device_consts(host):
+def _device_consts(host, cos_first):
     """The engine constants of `host` for the backend (tensors on torch)."""
     whole, chunk_turns, chunk_rests, turns = host
-    made = _engine.EngineConstants.of(whole)
+    made = _engine.EngineConstants.of(whole, cos_first)
     arrays = (chunk_turns, chunk_rests, turns)
     if _backend.NAME != "torch":
         return (made, *arrays)
@@ -115,9 +116,9 @@ class FractionalEncoder:
             below = tuple(t / 2**_FRACTION_BITS for t in turns)
         whole = phase_constants(turns, 2 * count, "concatenated")
         below = phase_constants(below, 2 * count, "concatenated")
-        # The five chunks' turns (a's three, then c's two) and c's float rests.
+        # The five chunks' turns and float rests (a's three, then c's two).
         chunk_turns = np.concatenate([whole.chunk_turns, below.chunk_turns[:2]])
-        chunk_rests = below.turn_lo[:2, None]
+        chunk_rests = np.concatenate([whole.chunk_rests, below.turn_lo[:2, None]])
         host = (
             whole,
             np.ascontiguousarray(chunk_turns),
@@ -128,33 +129,38 @@ class FractionalEncoder:
         self.nbytes = _engine.held_bytes(whole) + sum(a.nbytes for a in host[1:])
         self._host = host
         self._on_device = {}
-        self._int = self._float = None  # torch: eager ops, per device
-        if _backend.NAME != "torch":
-            consts = _device_consts(host)
-            self._int = _backend.compile_function(
-                functools.partial(_integer_pairs, consts)
-            )
-            self._float = _backend.compile_function(
-                functools.partial(_fractional_pairs, consts)
-            )
+        # (integer, fractional) functions per order: compiled (TF, JAX) or,
+        # on torch, eager with constants per device and order.
+        self._compiled = {}
 
-    def _run(self, fn, compiled, x):
-        if _backend.NAME != "torch":
-            return compiled(x)
-        device = _backend.device_key()
-        consts = self._on_device.get(device)
-        if consts is None:
-            consts = _backend.host_work(_device_consts)(self._host)
-            self._on_device[device] = consts
-        return fn(consts, x)
+    def _functions(self, cos_first):
+        if _backend.NAME == "torch":
+            key = (_backend.device_key(), cos_first)
+            consts = self._on_device.get(key)
+            if consts is None:
+                consts = _backend.host_work(_device_consts)(self._host, cos_first)
+                self._on_device[key] = consts
+            return (
+                functools.partial(_integer_pairs, consts),
+                functools.partial(_fractional_pairs, consts),
+            )
+        functions = self._compiled.get(cos_first)
+        if functions is None:
+            consts = _device_consts(self._host, cos_first)
+            functions = self._compiled[cos_first] = tuple(
+                _backend.compile_function(functools.partial(fn, consts))
+                for fn in (_integer_pairs, _fractional_pairs)
+            )
+        return functions
 
-    def pairs(self, positions):
+    def pairs(self, positions, cos_first=False):
         """sin and cos at `positions`: float32 ``positions.shape + [2, n]``.
 
         Args:
             positions: a float32 or int32 tensor of any shape (checked by
                 the caller); float ones that are not finite or not below
                 2**31 in magnitude give NaN.
+            cos_first: bool. cos before sin on the pair axis (no copy).
         """
         shape = ops.shape(positions)
         flat = ops.reshape(positions, (-1,))
@@ -164,10 +170,11 @@ class FractionalEncoder:
             # Eager JAX compiles once per size: pad to a power of two, so that
             # a few compilations serve every size (values are per element).
             flat = ops.pad(flat, [(0, _engine.length_bucket(count) - count)])
+        integer, fractional = self._functions(cos_first)
         if "int" in _backend.dtype_name(flat):
-            pair = self._run(_integer_pairs, self._int, ops.cast(flat, "int32"))
+            pair = integer(ops.cast(flat, "int32"))
         else:
-            pair = self._run(_fractional_pairs, self._float, ops.cast(flat, "float32"))
+            pair = fractional(ops.cast(flat, "float32"))
         if bucket:
             pair = pair[:count]
         return ops.reshape(pair, (*shape, 2, self.count))
