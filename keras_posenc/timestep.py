@@ -50,17 +50,13 @@ def _given_frequencies(value, count):
     """A checkpoint's frequencies as a tuple of exact Python floats, or None."""
     if value is None:
         return None
-    if ops.is_tensor(value):  # explicitly to the host (a GPU tensor too)
-        value = ops.convert_to_numpy(value)
-    try:
-        array = np.asarray(value)
-    except ValueError:  # ragged
-        array = np.asarray(None)
+    array = _arguments.host_array(value)
     ok = array.ndim == 1 and array.dtype.kind in "fiu" and array.size == count
     if not ok or not np.isfinite(array).all():
         expected = f"a 1-D array of dim // 2 = {count} finite frequencies"
-        echo = array.tolist() if array.size <= 16 else f"<array shape={array.shape}>"
-        raise _arguments.invalid("inverse_frequencies", expected, echo)
+        raise _arguments.invalid(
+            "inverse_frequencies", expected, _arguments.array_echo(array)
+        )
     return tuple(float(w) for w in array)  # float32 values stay exact
 
 

@@ -97,6 +97,27 @@ def check_int(name, value):
     return int(value)
 
 
+def host_array(value):
+    """`value` as a numpy array on the host (a tensor on any device too,
+    explicitly); a ragged sequence becomes an array holding `None`, which
+    its caller refuses by name."""
+    # Imported here: the command line reads this module without Keras.
+    import numpy as np
+    from keras import ops
+
+    if ops.is_tensor(value):
+        value = ops.convert_to_numpy(value)
+    try:
+        return np.asarray(value)
+    except ValueError:  # ragged
+        return np.asarray(None)
+
+
+def array_echo(array):
+    """How a message shows `array`: its values, or its shape when long."""
+    return array.tolist() if array.size <= 16 else f"<array shape={array.shape}>"
+
+
 def check_floating_dtype(value, name="dtype"):
     # Imported here: the command line reads MAX_DEPTH before importing Keras.
     from keras import backend

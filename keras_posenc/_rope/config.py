@@ -15,7 +15,6 @@ import numbers
 from typing import Any
 
 import numpy as np
-from keras import ops
 
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
@@ -229,19 +228,14 @@ def _given_frequencies(value):
     """A checkpoint's inverse frequencies as a tuple of exact Python floats."""
     if value is None:
         return None
-    if ops.is_tensor(value):  # explicitly to the host (a GPU tensor too)
-        value = ops.convert_to_numpy(value)
-    try:
-        array = np.asarray(value)
-    except ValueError:  # ragged
-        array = np.asarray(None)
+    array = _arguments.host_array(value)
     if array.ndim == 1:
         _check_frequency_count(array.size)
     # Floats and integers only: a complex value is not a frequency.
     ok = array.ndim == 1 and array.size and array.dtype.kind in "fiu"
     if not ok or not (np.isfinite(array).all() and (array >= 0).all()):
         expected = "a 1-D array of finite inverse frequencies >= 0"
-        echo = array.tolist() if array.size <= 16 else f"<array shape={array.shape}>"
+        echo = _arguments.array_echo(array)
         raise _arguments.invalid("inverse_frequencies", expected, echo)
     return tuple(float(w) for w in array)  # float32 values stay exact
 
