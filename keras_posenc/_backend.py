@@ -299,6 +299,24 @@ def guard(x, checks):
     return ops.where(ok, x, float("nan"))
 
 
+def checks_first(checks):
+    """A context whose ops run after `checks`' graph assertions (TF graphs).
+
+    TensorFlow runs a graph's ops in any order: an op that would fail on
+    values a check refuses (a slice past its table) could fail first, with
+    its own message instead of the check's. Elsewhere nothing to order.
+
+    Args:
+        checks: ``(ok, message)`` pairs, as `guard` takes them.
+    """
+    if not (checks and in_graph()):
+        return contextlib.nullcontext()
+    import tensorflow as tf
+
+    asserts = [tf.debugging.Assert(ops.all(ok), [message]) for ok, message in checks]
+    return tf.control_dependencies(asserts)
+
+
 def reshape(x, shape):
     """`ops.reshape`, with the tensor's own reshape for eager torch tensors.
 

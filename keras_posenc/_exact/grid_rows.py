@@ -220,7 +220,10 @@ class GridRows:
     def __call__(self, sizes, name="grid_shape"):
         """float32 ``[*sizes, dim]``; `sizes` are ints or int32 scalar tensors."""
         checks = self._checks(sizes, name)
-        parts = [self._axis(axis, width, sizes[axis]) for axis, width in self.blocks]
+        with _backend.checks_first(checks):  # before a crop past a table
+            parts = [
+                self._axis(axis, width, sizes[axis]) for axis, width in self.blocks
+            ]
         return _backend.guard(joined(parts, self.axes, sizes, self.dim), checks)
 
     def _axis(self, axis, width, size):
