@@ -107,6 +107,18 @@ def _public_calls():
         "alibi_bias": lambda: keras_posenc.alibi_bias(
             4, torch.tensor(8), 8, start_index=torch.tensor(2)
         ),
+        "timestep_embedding": lambda: keras_posenc.timestep_embedding(
+            torch.tensor([998.3897, -3.25]), 9, flip_sin_to_cos=True
+        ),
+        "timestep int": lambda: keras_posenc.timestep_embedding(
+            torch.tensor([999, 3]), 8
+        ),
+        "timestep layer": lambda: keras_posenc.TimestepEmbedding(8)(
+            torch.tensor([0.5, 12.25])
+        ),
+        "rope axes": lambda: rotary(axes_dim=(2, 2, 4))(
+            torch.ones((1, 3, 2, 8)), positions=torch.tensor([[0.0, 1.5, 2.0]] * 3)
+        ),
     }
     if not LEGACY:
         from keras_posenc import compat
