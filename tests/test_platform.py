@@ -200,3 +200,35 @@ def test_tensorflow_takes_a_visible_gpu_for_the_accelerator_path(monkeypatch):
 
     monkeypatch.setattr(tf.config, "list_logical_devices", visible)
     assert _platform.tensorflow_device_kind(x) == _platform.ACCELERATOR
+
+
+@only_jax
+@pytest.mark.parametrize("family", ["timestep", "rope axes", "grid float32", "alibi"])
+def test_new_families_lowered_for_cuda_have_no_conditional_on_data(family):
+    # A conditional on data would copy its predicate to the host and wait,
+    # per call, on a GPU: the fractional engine, grids and ALiBi have none.
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    cases = {
+        "timestep": (
+            lambda t: keras_posenc.timestep_embedding(t, 64, scale=1000.0),
+            (8,),
+        ),
+        "rope axes": (
+            lambda ids: keras_posenc.rotary_cos_sin(ids, 32, axes_dim=(8, 12, 12))[0],
+            (16, 3),
+        ),
+        "grid float32": (
+            lambda x: keras_posenc.GridPositionEncoding(
+                base_size=16, positions="float32"
+            )(x),
+            (1, 4, 4, 16),
+        ),
+        "alibi": (lambda s: keras_posenc.AlibiBias()(s), (1, 4, 8, 8)),
+    }
+    fn, shape = cases[family]
+    spec = jax.ShapeDtypeStruct(shape, jnp.float32)
+    module = export.export(jax.jit(fn), platforms=["cuda"])(spec).mlir_module()
+    assert data_dependent_conditionals(module) == []
