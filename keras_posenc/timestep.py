@@ -115,13 +115,14 @@ class TimestepOptions:
         denominator = half - self.downscale_freq_shift
         return geometric_turns(half, self.max_period, denominator, self.scale)
 
-    def embed(self, timesteps):
+    def embed(self, timesteps, encoder=None):
         """float32 ``timesteps.shape + [dim]``."""
         values, checks = _positions.reals("timesteps", timesteps)
         if self.dim == 1:  # no frequency: one zero column
             return _backend.guard(ops.zeros((*ops.shape(values), 1)), checks)
         # [..., 2, half]: sin, cos (cos, sin when flipped)
-        pairs = _encoder(self).pairs(values, self.flip_sin_to_cos)
+        encoder = encoder or _encoder(self)  # a layer passes the one it holds
+        pairs = encoder.pairs(values, self.flip_sin_to_cos)
         rows = ops.reshape(pairs, (*ops.shape(values), 2 * (self.dim // 2)))
         if self.dim % 2:
             zeros = ops.zeros_like(rows[..., :1])
@@ -322,6 +323,10 @@ class TimestepEmbedding(keras.layers.Layer):
         # Keras: `_checks.positions.reals` reads them as given).
         super().__init__(autocast=False, **kwargs)
         self.options = options
+        # Held, as RoPE layers hold theirs: a call reads no shared store (its
+        # lock would break a `torch.compile` graph), and eviction never
+        # rebuilds it.
+        self._engine = _encoder(options)
         if hasattr(self, "_convert_input_args"):
             self._convert_input_args = False
         self.built = True
@@ -334,7 +339,8 @@ class TimestepEmbedding(keras.layers.Layer):
         return super().__call__(timesteps, *args, **kwargs)
 
     def call(self, timesteps):
-        return ops.cast(self.options.embed(timesteps), self.compute_dtype)
+        rows = self.options.embed(timesteps, self._engine)
+        return ops.cast(rows, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return output_shape((*tuple(input_shape), self.options.dim))

@@ -200,3 +200,28 @@ def test_compiled_alibi_equals_eager_bit_for_bit():
     assert torch.equal(compiled(scores), eager)
     default = torch.compile(lambda x: layer(x), fullgraph=True)
     assert torch.equal(default(scores), layer(scores))
+
+
+@pytest.mark.parametrize("family", ["timestep", "rope axes"])
+def test_new_families_trace_as_one_graph(family):
+    # The timestep layer holds its engine (no store lookup, whose lock breaks
+    # the graph); N-axis RoPE reads float ids through the fractional engine.
+    import torch
+
+    if family == "timestep":
+        layer = keras_posenc.TimestepEmbedding(16, flip_sin_to_cos=True)
+        args = (torch.tensor([1.5, 998.3897]),)
+        call = layer
+    else:
+        layer = keras_posenc.RotaryEmbedding(axes_dim=(4, 4))
+        ids = torch.tensor([[0.0, 1.5], [1.0, 2.0], [2.0, 2.5]])
+        args = (torch.ones((1, 3, 2, 8)), ids)
+
+        def call(q, ids):
+            return layer(q, positions=ids)
+
+    eager = call(*args)
+    explained = torch._dynamo.explain(call)(*args)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    compiled = torch.compile(call, fullgraph=True)(*args)
+    assert torch.equal(compiled, eager)
