@@ -57,6 +57,18 @@ def alibi_slopes(heads: int, alibi_bias_max: int = 8) -> np.ndarray:
     return _slopes.slopes(heads, _slopes.check_bias_max(alibi_bias_max))
 
 
+def _check_forms(symmetric, one_row):
+    """Checks `symmetric` and `one_row` (the one-row form is causal only)."""
+    _arguments.check_bool("symmetric", symmetric)
+    _arguments.check_bool("one_row", one_row)
+    if symmetric and one_row:
+        expected = (
+            "False with `symmetric=True`: the rows of -|j - i| differ by more "
+            "than a constant, so one row cannot stand for them"
+        )
+        raise _arguments.invalid("one_row", expected, one_row)
+
+
 def _resolve(heads, alibi_bias_max, slopes):
     """``(heads, slopes)``: the checked head count (or `None`) and float64
     slopes (or `None`, computed once the head count is known)."""
@@ -126,6 +138,7 @@ def alibi_bias(
     *,
     start_index: Any = None,
     symmetric: bool = False,
+    one_row: bool = False,
     alibi_bias_max: int = 8,
     slopes: Any = None,
     dtype: Any = "float32",
@@ -155,6 +168,11 @@ def alibi_bias(
             there are more queries than keys).
         symmetric: bool. The bidirectional form ``-|j - i|``. Defaults to
             `False`.
+        one_row: bool. Return only the last query's row, ``slope_h * (j -
+            last)``, `[1, heads, 1, key_length]`, to broadcast over the
+            queries (keras-hub's and Hugging Face's form: under softmax the
+            same attention weights as the full causal bias, whose rows differ
+            from it by a constant). Not with `symmetric`. Defaults to `False`.
         alibi_bias_max: int. The `m` of `alibi_slopes`. Defaults to `8`.
         slopes: list of floats in ``[2**-64, 2**64]``, one per head, used
             instead of `alibi_slopes(heads, alibi_bias_max)`. Defaults to
@@ -162,8 +180,8 @@ def alibi_bias(
         dtype: floating dtype of the result. Defaults to `"float32"`.
 
     Returns:
-        `[1, heads, query_length, key_length]` tensor, or `[batch, ...]`
-        for a `[batch]` `start_index`.
+        `[1, heads, query_length, key_length]` tensor (`query_length` 1
+        with `one_row`), or `[batch, ...]` for a `[batch]` `start_index`.
 
     Example:
 
@@ -173,13 +191,16 @@ def alibi_bias(
     >>> step = keras_posenc.alibi_bias(2, 1, 3)  # one decoding step
     >>> [float(v) for v in step[0, 0, 0]]
     [-0.125, -0.0625, 0.0]
+    >>> row = keras_posenc.alibi_bias(2, 3, one_row=True)  # the last query's
+    >>> tuple(row.shape), [float(v) for v in row[0, 0, 0]]
+    ((1, 2, 1, 3), [-0.125, -0.0625, 0.0])
 
     References:
         - [Press et al., 2021](https://arxiv.org/abs/2108.12409)
     """
     heads = _slopes.check_heads(heads)
     heads, values = _resolve(heads, alibi_bias_max, slopes)
-    _arguments.check_bool("symmetric", symmetric)
+    _check_forms(symmetric, one_row)
     dtype = _arguments.check_floating_dtype(dtype)
     q, q_checks = _positions.size("query_length", query_length, low=0)
     if key_length is None:
@@ -188,7 +209,9 @@ def alibi_bias(
         k, k_checks = _positions.size("key_length", key_length, low=0)
     queries, checks = _query_positions(start_index, q, k)
     high, low = _Split(alibi_bias_max, values)(heads)
-    bias = _bias.bias(queries, k, high, low, symmetric=symmetric, dtype=dtype)
+    bias = _bias.bias(
+        queries, k, high, low, symmetric=symmetric, one_row=one_row, dtype=dtype
+    )
     return _backend.guard(bias, (*q_checks, *k_checks, *checks))
 
 
@@ -224,6 +247,13 @@ class AlibiBias(PositionLayer):
             instead of the computed ones. Defaults to `None`.
         symmetric: bool. Use ``-|j - i|`` (bidirectional). Defaults to
             `False`.
+        one_row: bool. Add one bias row per head to every query row: the
+            last query's, ``slope_h * (j - last)`` (keras-hub's and Hugging
+            Face's form). Under softmax the attention weights are those of
+            the full causal bias (its rows differ from this one by a
+            constant), and no `[heads, query, key]` bias is formed: the add
+            costs what adding a precomputed one-row bias costs. Not with
+            `symmetric`. Defaults to `False`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -260,14 +290,15 @@ class AlibiBias(PositionLayer):
         alibi_bias_max: int = 8,
         slopes: Any = None,
         symmetric: bool = False,
+        one_row: bool = False,
         **kwargs: Any,
     ) -> None:
         heads, values = _resolve(heads, alibi_bias_max, slopes)
-        _arguments.check_bool("symmetric", symmetric)
+        _check_forms(symmetric, one_row)
         super().__init__(**kwargs)
         _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
         self.heads, self.alibi_bias_max = heads, int(alibi_bias_max)
-        self.slopes, self.symmetric = values, symmetric
+        self.slopes, self.symmetric, self.one_row = values, symmetric, one_row
         self._split = _Split(self.alibi_bias_max, values)
 
     @classmethod
@@ -329,7 +360,8 @@ class AlibiBias(PositionLayer):
             q, k = ops.shape(attention_scores)[2], ops.shape(attention_scores)[3]
         queries, checks = _query_positions(start_index, q, k, attention_scores)
         high, low = self._split(heads)
-        bias = _bias.bias(queries, k, high, low, symmetric=self.symmetric, dtype=dtype)
+        forms = {"symmetric": self.symmetric, "one_row": self.one_row}
+        bias = _bias.bias(queries, k, high, low, dtype=dtype, **forms)
         return attention_scores + _backend.guard(bias, checks)
 
     def compute_output_shape(self, input_shape):
@@ -343,6 +375,7 @@ class AlibiBias(PositionLayer):
                 "alibi_bias_max": self.alibi_bias_max,
                 "slopes": self.slopes,
                 "symmetric": self.symmetric,
+                "one_row": self.one_row,
             }
         )
         return config

@@ -161,6 +161,45 @@ def test_layer_forms_causal_symmetric_and_decoding_steps():
     np.testing.assert_allclose(per_example[1], slopes * (j - (i - k + q + 2)))
 
 
+def test_one_row_form_is_the_last_query_row_with_the_same_softmax():
+    # keras-hub's and Hugging Face's form: one row per head, broadcast over
+    # the queries; under a causal mask, the attention weights of the full bias.
+    heads, q, k = 5, 6, 9
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=(2, heads, q, k)).astype("float32")
+    full = to_numpy(AlibiBias()(np.zeros_like(scores)))
+    row = to_numpy(AlibiBias(one_row=True)(np.zeros_like(scores)))
+    np.testing.assert_array_equal(row, np.broadcast_to(full[:, :, -1:], row.shape))
+    slopes = alibi_slopes(heads)[:, None, None]
+    i, j = np.arange(k - q, k)[:, None], np.arange(k)[None, :]
+    mask = np.where(j <= i, 0.0, -np.inf)
+
+    def weights(x):
+        x = x + mask
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    exact = weights(scores.astype(np.float64) + slopes * (j - i))
+    ours = weights(to_numpy(AlibiBias(one_row=True)(scores)).astype(np.float64))
+    np.testing.assert_allclose(ours, exact, atol=1e-6)
+    # Per-example starts: each example's last query; the function's shape.
+    per_example = to_numpy(
+        AlibiBias(one_row=True)(np.zeros_like(scores), start_index=np.array([0, 40]))
+    )
+    np.testing.assert_allclose(per_example[1, :, 0], slopes[:, 0] * (j - 45)[0])
+    assert tuple(alibi_bias(heads, q, k, one_row=True).shape) == (1, heads, 1, k)
+
+
+def test_one_row_bias_is_within_float32_rounding_at_long_distances():
+    # Two queries, the last at 2**31 - 1: its row, distances to 2**31 - 1.
+    for heads in (5, 64):
+        bias = to_numpy(alibi_bias(heads, 2, 16, start_index=2**31 - 2, one_row=True))
+        with mpmath.workprec(120):
+            for h, slope in enumerate(_exact_slopes(heads)):
+                want = np.array([float(slope * (j - 2**31 + 1)) for j in range(16)])
+                assert _ulps(bias[0, h, 0], want).max() <= ULPS
+
+
 def test_explicit_slopes_are_used_as_given():
     slopes = [0.5, 0.3, 1e-3]
     out = to_numpy(AlibiBias(slopes=slopes)(np.zeros((1, 3, 1, 4), "float32")))
@@ -209,9 +248,13 @@ def test_float16_bias_saturates_at_the_finite_range():
 
 
 def test_config_round_trip_and_keras_file(tmp_path):
-    layer = AlibiBias(heads=3, symmetric=True, name="alibi")
-    again = AlibiBias.from_config(layer.get_config())
-    assert again.get_config() == layer.get_config()
+    for layer in (
+        AlibiBias(heads=3, symmetric=True, name="alibi"),
+        AlibiBias(one_row=True),
+    ):
+        again = AlibiBias.from_config(layer.get_config())
+        assert again.get_config() == layer.get_config()
+    assert again.one_row
     inputs = keras.Input((3, None, None))
     model = keras.Model(inputs, AlibiBias(slopes=[0.5, 0.25, 0.125])(inputs))
     model.save(tmp_path / "m.keras")
@@ -299,6 +342,8 @@ def test_from_hf_config_refuses_an_argument_it_reads():
         ({"slopes": [0.5], "heads": 2}, "`heads`, expected 1, the number of `slopes`"),
         ({"slopes": [0.5], "alibi_bias_max": 4}, "`alibi_bias_max`, expected 8"),
         ({"symmetric": "yes"}, "`symmetric`, expected a bool"),
+        ({"one_row": 1}, "`one_row`, expected a bool"),
+        ({"symmetric": True, "one_row": True}, "`one_row`, expected False with"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(kwargs, message):

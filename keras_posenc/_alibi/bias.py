@@ -69,9 +69,10 @@ def saturating_cast(x, dtype):
     return ops.cast(x, dtype)
 
 
-def bias(query_positions, key_length, high, low, *, symmetric, dtype):
+def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=False):
     """The bias `[1 or B, H, q, k]` in `dtype` of the queries at
-    `query_positions` (a span: `[q]` shared, or `[B, q]` per example).
+    `query_positions` (a span: `[q]` shared, or `[B, q]` per example);
+    with `one_row`, the last query's row only, `[1 or B, H, 1, k]`.
 
     Under XLA it is computed element-wise and once per call (not redone
     for every batch row of the scores). Elsewhere a shared span takes the
@@ -84,6 +85,8 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype):
         d = distances(positions, key_length, symmetric)
         return (saturating_cast(_product(d, high, low), dtype),)
 
+    if one_row:  # element-wise: `H * k` values (none when there is no query)
+        return compute(query_positions[..., -1:])[0]
     shared = len(query_positions.shape) == 1
     if _backend.in_xla() or not shared or query_positions.shape[0] == 0:
         return _platform.computed_once(compute, query_positions)[0]
