@@ -207,8 +207,9 @@ def test_explicit_slopes_are_used_as_given():
     np.testing.assert_allclose(out[0, :, 0], want, rtol=1e-7)
 
 
-def test_compiled_calls_give_the_same_bits():
-    layer = AlibiBias()
+@pytest.mark.parametrize("one_row", [False, True])
+def test_compiled_calls_give_the_same_bits(one_row):
+    layer = AlibiBias(one_row=one_row)
     scores = np.random.default_rng(1).normal(size=(2, 6, 5, 40)).astype("float32")
     eager = to_numpy(layer(scores, start_index=3 * 10**8))
     if BACKEND in ("tensorflow", "jax"):
