@@ -200,6 +200,31 @@ def test_one_row_bias_is_within_float32_rounding_at_long_distances():
                 assert _ulps(bias[0, h, 0], want).max() <= ULPS
 
 
+@pytest.mark.parametrize(
+    "q, k", [(1, 1), (3, 16), (16, 17), (20, 5), (0, 7), (5, 0), (33, 40)]
+)
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_full_bias_at_every_shape_is_the_exact_product(q, k, symmetric):
+    # Rows moved into place block by block (blocks of 16 keys): every shape,
+    # ragged last blocks, more queries than keys, and empty ones; also in a
+    # TF graph whose lengths are known only when it runs.
+    heads = 3
+    layer = AlibiBias(symmetric=symmetric)
+    scores = np.zeros((1, heads, q, k), "float32")
+    i, j = np.arange(max(k - q, 0), max(k - q, 0) + q)[:, None], np.arange(k)[None]
+    d = -np.abs(j - i) if symmetric else j - i
+    want = alibi_slopes(heads)[:, None, None] * d
+    out = to_numpy(layer(scores))[0]
+    assert out.shape == (heads, q, k)
+    assert q * k == 0 or _ulps(out, want).max() <= ULPS
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        spec = tf.TensorSpec((None, heads, None, None), tf.float32)
+        graph = tf.function(layer, input_signature=[spec], autograph=False)
+        np.testing.assert_array_equal(graph(scores).numpy()[0], out)
+
+
 def test_explicit_slopes_are_used_as_given():
     slopes = [0.5, 0.3, 1e-3]
     out = to_numpy(AlibiBias(slopes=slopes)(np.zeros((1, 3, 1, 4), "float32")))
