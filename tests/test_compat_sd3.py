@@ -1,4 +1,4 @@
-"""keras-hub's Stable Diffusion 3 drop-in (`compat/_sd3.py`) and `use_exact` on an MMDiT.
+"""keras-hub's SD3 drop-in (`compat/_sd3.py`) and `use_exact` on an MMDiT.
 
 The reference is a float64 transcription of keras-hub's
 `mmdit.TimestepEmbedding._create_timestep_embedding`, taken at the float32
