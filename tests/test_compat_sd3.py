@@ -119,12 +119,17 @@ def test_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(
         to_numpy(loaded(TIMESTEPS)), to_numpy(model(TIMESTEPS))
     )
+    # keras-hub's config makes the same layer.
+    hub_config = _hub_layer(8, 7, max_period=100, name="te").get_config()
+    again = compat.SD3TimestepEmbedding.from_config(hub_config)
+    assert again.get_config() == layer.get_config()
 
 
 @pytest.mark.filterwarnings("ignore:`build\\(\\)` was called on layer")
 def test_use_exact_on_an_mmdit(rng):
-    # The smallest MMDiT (one block, 2x2 latent patches). Only the sinusoid
-    # changes: at t = 0 (exact in float32 too) the outputs are keras-hub's.
+    # The smallest MMDiT (one block, 2x2 latent patches), compiled
+    # (`predict_on_batch`). Only the sinusoid changes: at t = 0 (exact in
+    # float32 too) the outputs are keras-hub's.
     from keras_hub.src.models.stable_diffusion_3.mmdit import MMDiT
 
     mmdit = MMDiT(
@@ -145,13 +150,13 @@ def test_use_exact_on_an_mmdit(rng):
     }
     layer, mlp = mmdit.timestep_embedding, mmdit.timestep_embedding.mlp
     weights = [to_numpy(w) for w in layer.weights]
-    before = to_numpy(mmdit(x))
+    before = mmdit.predict_on_batch(x)
     assert compat.use_exact(mmdit) == 1
     assert mmdit.timestep_embedding is layer and layer.mlp is mlp
     assert isinstance(layer, compat.SD3TimestepEmbedding)
     for a, b in zip(layer.weights, weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), b)
-    after = to_numpy(mmdit(x))
+    after = mmdit.predict_on_batch(x)
     assert after.shape == before.shape and after.dtype == before.dtype
     assert max_diff(after[0], before[0]) < 1e-6
     assert 0 < max_diff(after[1], before[1]) < 1e-3 * np.abs(before).max()
