@@ -13,7 +13,9 @@ off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `LlamaRotaryEmbedding`, `Phi3SuScaledRotaryEmbedding` and
 `ESMRotaryEmbedding` stand in for the keras-hub subclasses of those names;
 `FluxRotaryPositionalEmbedding` and `FluxTimestepEmbedding` for FLUX's
-`RotaryPositionalEmbedding` and `TimestepEmbedding` (`flux_maths`).
+`RotaryPositionalEmbedding` and `TimestepEmbedding` (`flux_maths`);
+`SD3TimestepEmbedding` for Stable Diffusion 3's `TimestepEmbedding`
+(`mmdit`: its sinusoid exact, its MLP and weights kept).
 `AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
 https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
@@ -42,6 +44,7 @@ from keras_posenc.compat._flux import (
 )
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
 from keras_posenc.compat._swap import use_exact
@@ -54,6 +57,7 @@ __all__ = [
     "LlamaRotaryEmbedding",
     "Phi3SuScaledRotaryEmbedding",
     "RotaryEmbedding",
+    "SD3TimestepEmbedding",
     "SinePositionEncoding",
     "use_exact",
 ]

@@ -1,9 +1,11 @@
 """What every keras-hub drop-in shares: its config in, exact layers inside."""
 
 import keras
+from keras import ops
 
 import keras_posenc
 from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
 
 PACKAGE = "keras_posenc"
 # keras-hub's defaults for the arguments of its base `RotaryEmbedding`.
@@ -134,3 +136,22 @@ class HubLayer(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+
+class GivenValues(HubLayer):
+    """A drop-in whose first call argument (timesteps, ids) reaches `call`
+    as given: Keras would otherwise cast it to the compute dtype first
+    (bfloat16 holds 998.39 as 1000 and no integer above 256 exactly)."""
+
+    argument = ""  # the name of the first call argument
+
+    def adopt(self, options):
+        super().adopt(options)
+        self._convert_input_args = False
+
+    def __call__(self, values, *args, **kwargs):
+        if not ops.is_tensor(values) and not isinstance(values, keras.KerasTensor):
+            # Keras takes tensors only: numpy and Python values are read
+            # here, once, as the call would read them.
+            values, _ = _positions.reals(self.argument, values)
+        return super().__call__(values, *args, **kwargs)

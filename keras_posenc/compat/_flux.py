@@ -5,35 +5,16 @@ from keras import ops
 
 import keras_posenc
 from keras_posenc._checks import arguments as _arguments
-from keras_posenc._checks import positions as _positions
 from keras_posenc._rope import axes as _axes
 from keras_posenc._rope.config import check_rotary_dim
-from keras_posenc.compat._base import PACKAGE, HubLayer
+from keras_posenc.compat._base import PACKAGE, GivenValues
 
 
-class _FluxLayer(HubLayer):
-    """A FLUX layer of keras-hub: no constructor arguments but `Layer`'s.
-
-    Its call arguments reach `call` as given: Keras would otherwise cast
-    timesteps and ids to the compute dtype first (bfloat16 holds 998.39 as
-    1000 and no integer above 256 exactly).
-    """
+class _FluxLayer(GivenValues):
+    """A FLUX layer of keras-hub: no constructor arguments but `Layer`'s."""
 
     def __init__(self, **kwargs):
         super().__init__({}, **kwargs)
-
-    argument = ""  # the name of the first call argument
-
-    def adopt(self, options):
-        super().adopt(options)
-        self._convert_input_args = False
-
-    def __call__(self, values, *args, **kwargs):
-        if not ops.is_tensor(values) and not isinstance(values, keras.KerasTensor):
-            # Keras takes tensors only: numpy and Python values are read
-            # here, once, as the call would read them.
-            values, _ = _positions.reals(self.argument, values)
-        return super().__call__(values, *args, **kwargs)
 
 
 @keras.saving.register_keras_serializable(

@@ -16,6 +16,7 @@ from keras_posenc.compat._flux import (
 )
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
 
@@ -45,6 +46,11 @@ _DROP_INS = {
         "RotaryPositionalEmbedding",
     ): FluxRotaryPositionalEmbedding,
     (_HUB + "models.flux.flux_maths", "TimestepEmbedding"): FluxTimestepEmbedding,
+    # Stable Diffusion 3's, held by `MMDiT` (`StableDiffusion3Backbone.diffuser`).
+    (
+        _HUB + "models.stable_diffusion_3.mmdit",
+        "TimestepEmbedding",
+    ): SD3TimestepEmbedding,
 }
 # Subclasses with no exact equivalent, and why.
 _REFUSED = {
@@ -259,7 +265,9 @@ def use_exact(model):
     and sin (RoFormer, Su et al., 2021, https://arxiv.org/abs/2104.09864)
     at every int32 position. So do FLUX's `RotaryPositionalEmbedding` and
     `TimestepEmbedding` (`FluxBackbone`): exact at float ids and
-    timesteps. The layer objects are kept and change class,
+    timesteps; and Stable Diffusion 3's `TimestepEmbedding` (`MMDiT`, in
+    `StableDiffusion3Backbone`): its sinusoid exact at the float32
+    timestep, its MLP kept. The layer objects are kept and change class,
     so every reference to them (attention layers' attributes, functional
     graphs) sees the exact layer; weights are untouched. A subclass that
     cannot be mapped exactly (Moonshine's, which returns angles; an unknown
