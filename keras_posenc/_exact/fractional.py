@@ -81,10 +81,12 @@ def _fractional_pairs(consts, t):
     chunks = scaled[:, :5] - ops.multiply(scaled[:, 1:], multiples)
     r = size - scaled[:, 0] * 2.0**-_FRACTION_BITS  # exact: below 2**-23
     signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1)), "int32")
-    phase = _phase_of_chunks(signed, chunk_turns)
+    phase = _phase_of_chunks(_columns(signed), chunk_turns)
     # a's rest as the integer engine forms it (`_exact.engine.rest_of_chunks`,
     # its rows 1 and 2 negated: an integer-valued position gives the integer
     # engine's bits, c and r being 0), then c's and r's.
+    # (One product and its rows, as the engine forms it: other groupings of
+    # these sums lead TF's graph optimizer to regroup them otherwise.)
     c0, c1, r0, minus_r1, minus_r2 = ops.unstack(
         ops.multiply(_backend.reshape(chunks, (-1, 5, 1, 1)), chunk_rests),
         num=5,
@@ -97,23 +99,29 @@ def _fractional_pairs(consts, t):
     return ops.where(_backend.reshape(valid, (-1, 1, 1)), pair, float("nan"))
 
 
-def _phase_of_chunks(chunks, chunk_turns):
+def _columns(chunks):
+    """``[N, 5]`` -> five ``[N, 1, 1]`` (one op: unstacking ``[N, 5, 1, 1]``)."""
+    return ops.unstack(_backend.reshape(chunks, (-1, 5, 1, 1)), num=5, axis=1)
+
+
+def _phase_of_chunks(columns, chunk_turns):
     """``sum_k chunks_k * turns_k mod 1``: int32 ``[N, 1, n]``, units of 2**-24.
 
     Args:
-        chunks: int32 ``[N, K]``, each in ``(-2**12, 2**12)``.
-        chunk_turns: `K` int32 arrays ``[2, n]``: each chunk's turns, hi
-            (taken modulo 4096, in units of 2**-12 turns) and mid.
+        columns: `K` int32 ``[N, 1, 1]``: the chunks, each in ``(-2**12, 2**12)``.
+        chunk_turns: `K` int32 ``[2, n]``: each chunk's turns, hi (taken
+            modulo 4096, in units of 2**-12 turns) and mid; negated but the
+            first (subtractions: TF merges a chain of additions into one
+            `AddN`, slower).
     """
     # Every product is below 2**24 in magnitude, every sum below 2**27:
     # int32 is exact, in any order. Arithmetic shifts divide by powers of
     # two rounding down, whatever the sign: ``x - (x >> k) * 2**k`` is
     # ``x mod 2**k``.
-    columns = ops.unstack(_backend.reshape(chunks, (-1, len(chunk_turns), 1, 1)), axis=1)
-    parts = None
-    for column, turns in zip(columns, chunk_turns):
-        product = ops.multiply(column, turns)
-        parts = product if parts is None else parts + product
+    first, *others = columns
+    parts = ops.multiply(first, chunk_turns[0])
+    for column, minus_turns in zip(others, chunk_turns[1:]):
+        parts = parts - ops.multiply(column, minus_turns)
     hi, mid = parts[:, :1], parts[:, 1:]
     phase = (hi - ops.right_shift(hi, 12) * 4096) * 4096 + mid
     return phase - ops.right_shift(phase, 24) * 2**24
@@ -162,13 +170,13 @@ class FractionalEncoder:
         host = (
             whole,
             (_SPLIT_SCALES, _SPLIT_MULTIPLES),
-            tuple(np.ascontiguousarray(k) for k in chunk_turns),
+            tuple(np.ascontiguousarray(k * (1 if i == 0 else -1)) for i, k in enumerate(chunk_turns)),
             np.ascontiguousarray(chunk_rests),
             np.array([float(t) for t in turns], np.float32),
         )
         self.count = count
-        self.nbytes = _engine.held_bytes(whole) + chunk_turns.nbytes + sum(
-            a.nbytes for a in host[3:]
+        self.nbytes = _engine.held_bytes(whole) + sum(
+            a.nbytes for a in (chunk_turns, chunk_rests, host[-1])
         )
         self._host = host
         self._on_device = {}
