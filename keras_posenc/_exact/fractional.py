@@ -77,8 +77,10 @@ def _fractional_pairs(consts, t):
     # a * 2**11 + c // 2**12, a, a // 2**12, a // 2**24, 0 (exact: scaling
     # by powers of two, floors); each minus the next times 4096 (2048 for
     # c's top chunk) is a chunk, exactly: c0, c1, a0, a1, a2.
-    scaled = ops.floor(ops.multiply(_backend.reshape(size, (-1, 1)), scales))
-    chunks = scaled[:, :5] - ops.multiply(scaled[:, 1:], multiples)
+    # (Operators, not `ops`: both sides are tensors, or numpy constants
+    # on the right outside torch; Keras's checks cost on eager torch.)
+    scaled = ops.floor(_backend.reshape(size, (-1, 1)) * scales)
+    chunks = scaled[:, :5] - scaled[:, 1:] * multiples
     r = size - scaled[:, 0] * 2.0**-_FRACTION_BITS  # exact: below 2**-23
     signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1)), "int32")
     phase = _phase_of_chunks(_columns(signed), chunk_turns)
@@ -88,7 +90,7 @@ def _fractional_pairs(consts, t):
     # (One product and its rows, as the engine forms it: other groupings of
     # these sums lead TF's graph optimizer to regroup them otherwise.)
     c0, c1, r0, minus_r1, minus_r2 = ops.unstack(
-        ops.multiply(_backend.reshape(chunks, (-1, 5, 1, 1)), chunk_rests),
+        _backend.reshape(chunks, (-1, 5, 1, 1)) * chunk_rests,
         num=5,
         axis=1,
     )
@@ -119,9 +121,9 @@ def _phase_of_chunks(columns, chunk_turns):
     # two rounding down, whatever the sign: ``x - (x >> k) * 2**k`` is
     # ``x mod 2**k``.
     first, *others = columns
-    parts = ops.multiply(first, chunk_turns[0])
+    parts = first * chunk_turns[0]
     for column, minus_turns in zip(others, chunk_turns[1:]):
-        parts = parts - ops.multiply(column, minus_turns)
+        parts = parts - column * minus_turns
     hi, mid = parts[:, :1], parts[:, 1:]
     phase = (hi - ops.right_shift(hi, 12) * 4096) * 4096 + mid
     return phase - ops.right_shift(phase, 24) * 2**24
