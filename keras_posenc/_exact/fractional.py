@@ -10,11 +10,11 @@ rounded: a float32 ``|t| < 2**31`` is split exactly as
     |t| = a + c * 2**-23 + r,   a, c integers, c < 2**23, 0 <= r < 2**-23
 
 (``a = floor(|t|)``, then the fraction's first 23 bits; every step is exact
-in float32). The engine's exact integer arithmetic
-(`_exact.engine.chunks_of`, `turns_of_chunks`) gives ``a * f + c * (f *
-2**-23)`` modulo one turn in one reduction over five 12-bit chunks, and
-``r * f`` is a rest below ``2**-11`` turns, formed in float32 (an error
-below 2**-34 turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
+in float32). Exact integer arithmetic, as the integer engine's
+(`_exact.engine.turns_of_chunks`), gives ``a * f + c * (f * 2**-23)``
+modulo one turn in one reduction over five 12-bit chunks, and ``r * f``
+is a rest below ``2**-11`` turns, formed in float32 (an error below
+2**-34 turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
 within 2e-7 of the exact values, the engine's promise, for every float32
 ``t`` with ``|t| < 2**31`` and frequencies up to `MAX_TURNS` turns per unit.
 Integer positions (int32) go through the integer engine unchanged.
@@ -62,10 +62,9 @@ def _fractional_pairs(consts, t):
     `chunk_rests` are the five chunks' float rests (a's as the engine has them).
 
     Few ops, none an integer division (slow on CPUs) nor a sum over an
-    axis: the chunks are split in float32 on ``[N, 6]`` (exact), signed
-    there (a negative position turns the other way: its chunks and ``r``
-    negated give ``-phase`` and ``-rest``, exactly), and their products
-    with the turns are multiply-adds of ``[N, 2, n]``.
+    axis: the chunks are split in float32 on ``[N, 6]`` (exact); their
+    products with the turns are multiply-adds of ``[N, 2, n]``, of signed
+    chunks (a negative position turns the other way: ``-phase``).
     """
     whole, splits, chunk_turns, chunk_rests, turns = consts
     scales, multiples = splits
@@ -83,12 +82,13 @@ def _fractional_pairs(consts, t):
     chunks = scaled[:, :5] - scaled[:, 1:] * multiples
     r = size - scaled[:, 0] * 2.0**-_FRACTION_BITS  # exact: below 2**-23
     signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1)), "int32")
-    phase = _phase_of_chunks(_columns(signed), chunk_turns)
+    phase = _phase_of_chunks(signed, chunk_turns)
     # a's rest as the integer engine forms it (`_exact.engine.rest_of_chunks`,
     # its rows 1 and 2 negated: an integer-valued position gives the integer
     # engine's bits, c and r being 0), then c's and r's.
-    # (One product and its rows, as the engine forms it: other groupings of
-    # these sums lead TF's graph optimizer to regroup them otherwise.)
+    # (One product and its rows: TF's graph optimizer merges the sums below
+    # into one `AddN` in an order that depends on how their terms are
+    # formed; these are formed as before, so the bits are.)
     c0, c1, r0, minus_r1, minus_r2 = ops.unstack(
         _backend.reshape(chunks, (-1, 5, 1, 1)) * chunk_rests,
         num=5,
@@ -96,21 +96,19 @@ def _fractional_pairs(consts, t):
     )
     rest = ((r0 - minus_r1) - minus_r2) + (c0 + c1)
     rest = rest + _backend.reshape(r, (-1, 1, 1)) * turns
+    # -rest for a negative position (after the sums: negating the chunks
+    # gives the same values, but TF's graph optimizer groups these sums
+    # as the graph has them, and would round them otherwise).
     rest = ops.where(_backend.reshape(t < 0, (-1, 1, 1)), -rest, rest)
     pair = _engine.sincos_of_phase(phase, rest, whole)
     return ops.where(_backend.reshape(valid, (-1, 1, 1)), pair, float("nan"))
 
 
-def _columns(chunks):
-    """``[N, 5]`` -> five ``[N, 1, 1]`` (one op: unstacking ``[N, 5, 1, 1]``)."""
-    return ops.unstack(_backend.reshape(chunks, (-1, 5, 1, 1)), num=5, axis=1)
-
-
-def _phase_of_chunks(columns, chunk_turns):
+def _phase_of_chunks(chunks, chunk_turns):
     """``sum_k chunks_k * turns_k mod 1``: int32 ``[N, 1, n]``, units of 2**-24.
 
     Args:
-        columns: `K` int32 ``[N, 1, 1]``: the chunks, each in ``(-2**12, 2**12)``.
+        chunks: int32 ``[N, K]``, each in ``(-2**12, 2**12)``.
         chunk_turns: `K` int32 ``[2, n]``: each chunk's turns, hi (taken
             modulo 4096, in units of 2**-12 turns) and mid; negated but the
             first (subtractions: TF merges a chain of additions into one
@@ -120,9 +118,12 @@ def _phase_of_chunks(columns, chunk_turns):
     # int32 is exact, in any order. Arithmetic shifts divide by powers of
     # two rounding down, whatever the sign: ``x - (x >> k) * 2**k`` is
     # ``x mod 2**k``.
-    first, *others = columns
+    count = len(chunk_turns)
+    first, *others = ops.unstack(
+        _backend.reshape(chunks, (-1, count, 1, 1)), num=count, axis=1
+    )
     parts = first * chunk_turns[0]
-    for column, minus_turns in zip(others, chunk_turns[1:]):
+    for column, minus_turns in zip(others, chunk_turns[1:], strict=True):
         parts = parts - column * minus_turns
     hi, mid = parts[:, :1], parts[:, 1:]
     phase = (hi - ops.right_shift(hi, 12) * 4096) * 4096 + mid
@@ -172,7 +173,8 @@ class FractionalEncoder:
         host = (
             whole,
             (_SPLIT_SCALES, _SPLIT_MULTIPLES),
-            tuple(np.ascontiguousarray(k * (1 if i == 0 else -1)) for i, k in enumerate(chunk_turns)),
+            # Negated but the first (`_phase_of_chunks` subtracts them).
+            (chunk_turns[0], *(-chunk_turns[1:])),
             np.ascontiguousarray(chunk_rests),
             np.array([float(t) for t in turns], np.float32),
         )
