@@ -41,8 +41,10 @@ _LIMIT = 2.0**31
 # |t| times these, floored: a * 2**23 + c, then the same shifted right by
 # 12, 12 (to a), 12, 12 bits, then 0; each minus the next times its
 # multiple is one chunk (c0, c1, a0, a1, a2; c1 has 11 bits).
-_SPLIT_SCALES = np.array([2.0**23, 2.0**11, 1.0, 2.0**-12, 2.0**-24, 0.0], np.float32)
-_SPLIT_MULTIPLES = np.array([4096, 2048, 4096, 4096, 4096], np.float32)
+_SPLIT_SCALES = np.array(
+    [2.0**23, 2.0**11, 1.0, 2.0**-12, 2.0**-24, 0.0], np.float32
+).reshape(6, 1, 1)
+_SPLIT_MULTIPLES = np.array([4096, 2048, 4096, 4096, 4096], np.float32).reshape(5, 1, 1)
 
 
 def _integer_pairs(consts, q):
@@ -67,21 +69,25 @@ def _fractional_pairs(consts, t):
     chunks (a negative position turns the other way: ``-phase``).
     """
     whole, splits, chunk_turns, chunk_rests, turns = consts
-    scales, multiples = splits
+    scales, next_scales, multiples = splits
     size = ops.abs(t)
     valid = size < _LIMIT  # False for NaN and infinities too
     t = ops.where(valid, t, 0.0)
     sign, size = ops.sign(t), ops.abs(t)
-    # floor(|t| * [2**23, 2**11, 1, 2**-12, 2**-24, 0]): a * 2**23 + c,
-    # a * 2**11 + c // 2**12, a, a // 2**12, a // 2**24, 0 (exact: scaling
-    # by powers of two, floors); each minus the next times 4096 (2048 for
-    # c's top chunk) is a chunk, exactly: c0, c1, a0, a1, a2.
+    # floor(|t| * [2**23, 2**11, 1, 2**-12, 2**-24]): a * 2**23 + c,
+    # a * 2**11 + c // 2**12, a, a // 2**12, a // 2**24 (exact: scaling by
+    # powers of two, floors); each minus the next (0 after the last) times
+    # 4096 (2048 for c's top chunk) is a chunk, exactly: c0, c1, a0, a1, a2.
     # (Operators, not `ops`: both sides are tensors, or numpy constants
-    # on the right outside torch; Keras's checks cost on eager torch.)
-    scaled = ops.floor(_backend.reshape(size, (-1, 1)) * scales)
-    chunks = scaled[:, :5] - scaled[:, 1:] * multiples
-    r = size - scaled[:, 0] * 2.0**-_FRACTION_BITS  # exact: below 2**-23
-    signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1)), "int32")
+    # on the right outside torch; Keras's checks cost on eager torch.
+    # ``[N, 5, 1, 1]`` from ``[N]`` by broadcasting alone, no slice: TF's
+    # graph optimizer then knows the terms of the rest's sums below to be of
+    # one shape, and groups them as it always did.)
+    size4 = _backend.reshape(size, (-1, 1, 1, 1))
+    chunks = ops.floor(size4 * scales) - ops.floor(size4 * next_scales) * multiples
+    # exact: below 2**-23 (from `size` alone, as TF's optimizer needs).
+    r = size - ops.floor(size * 2.0**_FRACTION_BITS) * 2.0**-_FRACTION_BITS
+    signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1, 1, 1)), "int32")
     phase = _phase_of_chunks(signed, chunk_turns)
     # a's rest as the integer engine forms it (`_exact.engine.rest_of_chunks`,
     # its rows 1 and 2 negated: an integer-valued position gives the integer
@@ -90,7 +96,7 @@ def _fractional_pairs(consts, t):
     # into one `AddN` in an order that depends on how their terms are
     # formed; these are formed as before, so the bits are.)
     c0, c1, r0, minus_r1, minus_r2 = ops.unstack(
-        _backend.reshape(chunks, (-1, 5, 1, 1)) * chunk_rests,
+        chunks * chunk_rests,
         num=5,
         axis=1,
     )
@@ -108,7 +114,7 @@ def _phase_of_chunks(chunks, chunk_turns):
     """``sum_k chunks_k * turns_k mod 1``: int32 ``[N, 1, n]``, units of 2**-24.
 
     Args:
-        chunks: int32 ``[N, K]``, each in ``(-2**12, 2**12)``.
+        chunks: int32 ``[N, K, 1, 1]``, each in ``(-2**12, 2**12)``.
         chunk_turns: `K` int32 ``[2, n]``: each chunk's turns, hi (taken
             modulo 4096, in units of 2**-12 turns) and mid; negated but the
             first (subtractions: TF merges a chain of additions into one
@@ -118,10 +124,7 @@ def _phase_of_chunks(chunks, chunk_turns):
     # int32 is exact, in any order. Arithmetic shifts divide by powers of
     # two rounding down, whatever the sign: ``x - (x >> k) * 2**k`` is
     # ``x mod 2**k``.
-    count = len(chunk_turns)
-    first, *others = ops.unstack(
-        _backend.reshape(chunks, (-1, count, 1, 1)), num=count, axis=1
-    )
+    first, *others = ops.unstack(chunks, num=len(chunk_turns), axis=1)
     parts = first * chunk_turns[0]
     for column, minus_turns in zip(others, chunk_turns[1:], strict=True):
         parts = parts - column * minus_turns
@@ -172,7 +175,7 @@ class FractionalEncoder:
         chunk_rests = np.concatenate([below.turn_lo[:2, None], whole.chunk_rests])
         host = (
             whole,
-            (_SPLIT_SCALES, _SPLIT_MULTIPLES),
+            (_SPLIT_SCALES[:5], _SPLIT_SCALES[1:], _SPLIT_MULTIPLES),
             # Negated but the first (`_phase_of_chunks` subtracts them).
             (chunk_turns[0], *(-chunk_turns[1:])),
             np.ascontiguousarray(chunk_rests),
