@@ -39,8 +39,8 @@ _FRACTION_BITS = 23
 # Positions at or past 2**31 in magnitude cannot be split into int32 parts.
 _LIMIT = 2.0**31
 # |t| times these, floored: a * 2**23 + c, then the same shifted right by
-# 12, 12 (to a), 12, 12 bits, then 0; each minus the next times its
-# multiple is one chunk (c0, c1, a0, a1, a2; c1 has 11 bits).
+# 12, 12 (to a), 12, 12 bits, then 0; each but the last, minus the next
+# times its multiple, is one chunk (c0, c1, a0, a1, a2; c1 has 11 bits).
 _SPLIT_SCALES = np.array(
     [2.0**23, 2.0**11, 1.0, 2.0**-12, 2.0**-24, 0.0], np.float32
 ).reshape(6, 1, 1)
@@ -64,9 +64,17 @@ def _fractional_pairs(consts, t):
     `chunk_rests` are the five chunks' float rests (a's as the engine has them).
 
     Few ops, none an integer division (slow on CPUs) nor a sum over an
-    axis: the chunks are split in float32 on ``[N, 6]`` (exact); their
-    products with the turns are multiply-adds of ``[N, 2, n]``, of signed
-    chunks (a negative position turns the other way: ``-phase``).
+    axis: the chunks are split in float32 on ``[N, 5, 1, 1]`` (exact);
+    their products with the turns are multiply-subtracts of ``[N, 2, n]``,
+    of signed chunks (a negative position turns the other way: ``-phase``).
+
+    TF's graph optimizer merges the float sums of the rest into one `AddN`
+    whose order depends on the graph: on the names of its terms' ops and on
+    whether their shapes are known to be equal. The terms here are formed
+    by the ops that formed them before (one product and its rows, shapes
+    from ``[N]`` by reshapes and broadcasting alone, then the negation), so
+    that TF graphs keep their bits, shapes known or not (a test checks the
+    two agree).
     """
     whole, splits, chunk_turns, chunk_rests, turns = consts
     scales, next_scales, multiples = splits
@@ -79,32 +87,20 @@ def _fractional_pairs(consts, t):
     # powers of two, floors); each minus the next (0 after the last) times
     # 4096 (2048 for c's top chunk) is a chunk, exactly: c0, c1, a0, a1, a2.
     # (Operators, not `ops`: both sides are tensors, or numpy constants
-    # on the right outside torch; Keras's checks cost on eager torch.
-    # ``[N, 5, 1, 1]`` from ``[N]`` by broadcasting alone, no slice: TF's
-    # graph optimizer then knows the terms of the rest's sums below to be of
-    # one shape, and groups them as it always did.)
+    # on the right outside torch; Keras's checks cost on eager torch.)
     size4 = _backend.reshape(size, (-1, 1, 1, 1))
     chunks = ops.floor(size4 * scales) - ops.floor(size4 * next_scales) * multiples
-    # exact: below 2**-23 (from `size` alone, as TF's optimizer needs).
+    # exact: below 2**-23.
     r = size - ops.floor(size * 2.0**_FRACTION_BITS) * 2.0**-_FRACTION_BITS
     signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1, 1, 1)), "int32")
     phase = _phase_of_chunks(signed, chunk_turns)
     # a's rest as the integer engine forms it (`_exact.engine.rest_of_chunks`,
     # its rows 1 and 2 negated: an integer-valued position gives the integer
     # engine's bits, c and r being 0), then c's and r's.
-    # (One product and its rows: TF's graph optimizer merges the sums below
-    # into one `AddN` in an order that depends on how their terms are
-    # formed; these are formed as before, so the bits are.)
-    c0, c1, r0, minus_r1, minus_r2 = ops.unstack(
-        chunks * chunk_rests,
-        num=5,
-        axis=1,
-    )
+    c0, c1, r0, minus_r1, minus_r2 = ops.unstack(chunks * chunk_rests, num=5, axis=1)
     rest = ((r0 - minus_r1) - minus_r2) + (c0 + c1)
     rest = rest + _backend.reshape(r, (-1, 1, 1)) * turns
-    # -rest for a negative position (after the sums: negating the chunks
-    # gives the same values, but TF's graph optimizer groups these sums
-    # as the graph has them, and would round them otherwise).
+    # -rest for a negative position (after the sums: see above).
     rest = ops.where(_backend.reshape(t < 0, (-1, 1, 1)), -rest, rest)
     pair = _engine.sincos_of_phase(phase, rest, whole)
     return ops.where(_backend.reshape(valid, (-1, 1, 1)), pair, float("nan"))
