@@ -85,8 +85,9 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=Fa
         d = distances(positions, key_length, symmetric)
         return (saturating_cast(_product(d, high, low), dtype),)
 
-    if one_row:  # element-wise: `H * k` values (none when there is no query)
-        return compute(query_positions[..., -1:])[0]
+    if one_row:  # `H * k` values (none when there is no query), written
+        # once under XLA: fused into the add, they would be redone per row.
+        return _platform.computed_once(compute, query_positions[..., -1:])[0]
     shared = len(query_positions.shape) == 1
     if _backend.in_xla() or not shared or query_positions.shape[0] == 0:
         return _platform.computed_once(compute, query_positions)[0]
