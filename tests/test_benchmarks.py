@@ -13,7 +13,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, only_tensorflow, reference, to_numpy
+from _helpers import BACKEND, TOL, only_tensorflow, reference, to_numpy
 
 import keras_posenc
 
@@ -662,8 +662,8 @@ def test_alibi_smoke_times_every_configuration_against_the_floor(tmp_path):
     path = tmp_path / "alibi.json"
     alibi.main(["--smoke", "--json", str(path)])
     speed = json.loads(path.read_text())["backends"][BACKEND]["speed"]
-    hub = {alibi.KERAS_HUB} | (set() if LEGACY else {alibi.FLOOR_ROW, alibi.OURS_ROW})
-    expected = {alibi.FLOOR, alibi.OURS} | (hub if _has_keras_hub() else set())
+    expected = {alibi.FLOOR, alibi.OURS, alibi.WRITTEN, alibi.FLOOR_ROW, alibi.OURS_ROW}
+    expected |= {alibi.KERAS_HUB} if _has_keras_hub() else set()
     assert set(speed) == expected
     for cells in speed.values():
         assert set(cells) == set(alibi.MODES[BACKEND])
@@ -676,3 +676,9 @@ def test_alibi_floor_adds_the_same_bias_as_ours():
     configs = alibi.configurations(shape)
     floor, ours = (to_numpy(configs[k](scores)) for k in (alibi.FLOOR, alibi.OURS))
     np.testing.assert_array_equal(floor, ours)
+    # The written floor adds the same bias; the one-row floor ours's one row.
+    np.testing.assert_array_equal(to_numpy(configs[alibi.WRITTEN](scores)), floor)
+    row_floor, row = (
+        to_numpy(configs[k](scores)) for k in (alibi.FLOOR_ROW, alibi.OURS_ROW)
+    )
+    np.testing.assert_array_equal(row_floor, row)
