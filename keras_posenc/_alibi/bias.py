@@ -90,10 +90,8 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=Fa
     if one_row:  # `H * k` values (none when there is no query), written
         # once under XLA: fused into the add, they would be redone per row.
         return _platform.computed_once(compute, query_positions[..., -1:])[0]
-    if _backend.in_xla():
-        return compute(query_positions)[0]
     shared = len(query_positions.shape) == 1
-    if not shared or query_positions.shape[0] == 0:
+    if _backend.in_xla() or not shared or query_positions.shape[0] == 0:
         return compute(query_positions)[0]
     q = query_positions.shape[0]
     if q is None:  # a TF graph's dynamic length (a length-0 span gives an empty table)

@@ -166,7 +166,7 @@ def _phase(q, consts):
     larger compiled program, kept per input shape).
     """
     chunks = chunks_of(q, consts)
-    return chunks, turns_of_chunks(chunks, consts.chunk_turns, consts)
+    return chunks, turns_of_chunks(chunks, consts)
 
 
 def chunks_of(q, consts):
@@ -183,28 +183,24 @@ def chunks_of(q, consts):
     return ops.where(consts.wraps, wrapped, shifted)
 
 
-def turns_of_chunks(chunks, chunk_turns, consts):
+def turns_of_chunks(chunks, consts):
     """``sum_k chunks_k * turns_k mod 1``: int32 ``[N, 1, n]``, units of 2**-24.
 
     Args:
-        chunks: int32 ``[N, K, 1, 1]``, each in ``[-2**11, 2**12)``.
-        chunk_turns: int32 ``[K, 2, n]``: each chunk's turns, hi and mid (as
-            `EngineConstants.chunk_turns`), ``K <= 8``.
-        consts: the `EngineConstants` (moduli, weights).
+        chunks: int32 ``[N, 3, 1, 1]`` (`chunks_of`).
+        consts: the `EngineConstants` (chunk turns, moduli, weights).
     """
     # Every product is below 2**24 in magnitude, every sum below 2**27:
     # int32 is exact, in any order.
     # (`ops.multiply`, not `*`: a torch tensor times a numpy array goes
     # through numpy.)
-    products = ops.multiply(chunks, chunk_turns)
+    products = ops.multiply(chunks, consts.chunk_turns)
     if not _backend.in_xla():
         parts = ops.mod(ops.sum(products, axis=1), consts.moduli)
         phase = ops.sum(ops.multiply(parts, consts.weights), axis=1, keepdims=True)
         return ops.mod(phase, 2**24)
-    first, *others = ops.unstack(products, num=chunks.shape[1], axis=1)
-    parts = first  # [N, 2, n]: hi, mid
-    for other in others:
-        parts = parts + other
+    p0, p1, p2 = ops.unstack(products, num=3, axis=1)
+    parts = (p0 + p1) + p2  # [N, 2, n]: hi, mid
     above = ops.right_shift(parts, consts.part_bits)
     parts = parts - ops.multiply(above, consts.moduli)
     phase = parts[:, :1] * 4096 + parts[:, 1:]

@@ -11,7 +11,7 @@ rounded: a float32 ``|t| < 2**31`` is split exactly as
 
 (``a = floor(|t|)``, then the fraction's first 23 bits; every step is exact
 in float32). Exact integer arithmetic, as the integer engine's
-(`_exact.engine.turns_of_chunks`), gives ``a * f + c * (f * 2**-23)``
+(`_exact.engine.phase_of`), gives ``a * f + c * (f * 2**-23)``
 modulo one turn in one reduction over five 12-bit chunks, and ``r * f``
 is a rest below ``2**-11`` turns, formed in float32 (an error below
 2**-34 turns). sin and cos of the sum come from `_exact.engine.sincos_of_phase`:

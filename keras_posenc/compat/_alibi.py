@@ -71,5 +71,7 @@ class AlibiBias(HubLayer):
             key_length = ops.shape(attention_scores)[3]
         last = ops.reshape(ops.maximum(key_length - 1, 0), (1,))
         dtype = _backend.dtype_name(attention_scores)
-        bias = _bias.bias(last, key_length, high, low, symmetric=False, dtype=dtype)
+        bias = _bias.bias(
+            last, key_length, high, low, symmetric=False, dtype=dtype, one_row=True
+        )
         return attention_scores + bias
