@@ -101,6 +101,9 @@ def _public_calls():
         )(torch.ones((2, 3, 4, 16))),
         "grid tokens": lambda: keras_posenc.GridPositionEncoding(grid_shape=(2, 4))(x),
         "alibi": lambda: keras_posenc.AlibiBias()(scores, start_index=torch.tensor(3)),
+        "alibi one row": lambda: keras_posenc.AlibiBias(one_row=True)(
+            scores, start_index=torch.tensor(3)
+        ),
         "alibi per example": lambda: keras_posenc.AlibiBias()(
             scores, start_index=starts
         ),
@@ -130,6 +133,9 @@ def _public_calls():
             q, start_index=torch.tensor(2)
         )
         calls["compat alibi"] = lambda: compat.AlibiBias()(scores)
+        calls["compat sd3 timestep"] = lambda: compat.SD3TimestepEmbedding(8)(
+            torch.tensor([[998.3897], [3.0]])
+        )
     return calls
 
 

@@ -203,7 +203,9 @@ def test_tensorflow_takes_a_visible_gpu_for_the_accelerator_path(monkeypatch):
 
 
 @only_jax
-@pytest.mark.parametrize("family", ["timestep", "rope axes", "grid float32", "alibi"])
+@pytest.mark.parametrize(
+    "family", ["timestep", "rope axes", "grid float32", "alibi", "alibi one row"]
+)
 def test_new_families_lowered_for_cuda_have_no_conditional_on_data(family):
     # A conditional on data would copy its predicate to the host and wait,
     # per call, on a GPU: the fractional engine, grids and ALiBi have none.
@@ -227,6 +229,10 @@ def test_new_families_lowered_for_cuda_have_no_conditional_on_data(family):
             (1, 4, 4, 16),
         ),
         "alibi": (lambda s: keras_posenc.AlibiBias()(s), (1, 4, 8, 8)),
+        "alibi one row": (
+            lambda s: keras_posenc.AlibiBias(one_row=True)(s),
+            (1, 4, 8, 8),
+        ),
     }
     fn, shape = cases[family]
     spec = jax.ShapeDtypeStruct(shape, jnp.float32)

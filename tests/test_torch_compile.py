@@ -200,6 +200,10 @@ def test_compiled_alibi_equals_eager_bit_for_bit():
     assert torch.equal(compiled(scores), eager)
     default = torch.compile(lambda x: layer(x), fullgraph=True)
     assert torch.equal(default(scores), layer(scores))
+    row = keras_posenc.AlibiBias(one_row=True)
+    eager = row(scores, start_index=3)  # built first
+    one_row = torch.compile(lambda x: row(x, start_index=3), fullgraph=True)
+    assert torch.equal(one_row(scores), eager)
 
 
 @pytest.mark.parametrize("family", ["timestep", "rope axes"])
