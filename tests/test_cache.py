@@ -536,9 +536,11 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
     # 4096 by a sinusoidal and a RoPE layer (a prompt, then a step), layers
     # dropped. The engines they kept (about 4 MiB each on torch, 17 on TF and
     # JAX) are counted, and clear_cache gives their memory back to the system.
-    # Measured in a fresh interpreter: in the suite's process, what earlier
+    # Measured in fresh interpreters: in the suite's process, what earlier
     # tests left in the allocator's arenas moves the resident size by tens of
-    # MiB either way.
+    # MiB either way; in a fresh one JAX's runtime still moves it by about
+    # +-15 MiB, so the growth is the median of three processes (a leak
+    # would show in each).
     count = 2
     code = (
         "import json, test_cache; "
@@ -548,11 +550,19 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(ROOT, "tests"), env["PYTHONPATH"]]
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    start, held, after, counted = json.loads(out.stdout.strip().splitlines()[-1])
-    assert counted >= 2 * 4 * count  # two engines per configuration
-    assert held - after >= counted / 2, (start, held, after, counted)
+    runs = []
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for start, held, after, counted in runs:
+        assert counted >= 2 * 4 * count  # two engines per configuration
+        assert held - after >= counted / 2, (start, held, after, counted)
+    start, held, after, counted = sorted(runs, key=lambda r: r[2] - r[0])[1]
     assert after - start < 128 * count / 64 + 16, (start, held, after, counted)
