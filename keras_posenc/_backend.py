@@ -159,6 +159,33 @@ def device_key():
     return get_device()
 
 
+def on_keras_device(fn):
+    """`fn`, its torch tensor arguments first moved to Keras's device.
+
+    As `keras.ops` moves them (a CPU tensor given on a machine with a GPU):
+    the package's constants live on Keras's device, and its sums are
+    operators, which do not move anything. A tensor already there is
+    passed as it is, and so is a scalar (a CPU scalar joins any device's
+    ops, and a start or a length is read on the host). Other backends:
+    `fn` itself.
+    """
+    if NAME != "torch":
+        return fn
+    import torch
+
+    def moved(value):
+        if isinstance(value, torch.Tensor) and value.ndim:
+            return ops.convert_to_tensor(value)
+        return value
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        args = tuple(moved(a) for a in args)
+        return fn(*args, **{k: moved(v) for k, v in kwargs.items()})
+
+    return call
+
+
 def nbytes(x):
     """The bytes of a tensor's values."""
     size = 1
@@ -235,8 +262,13 @@ def static_value(x):
 
         if isinstance(x, torch.Tensor):
             # Subclasses include the fake tensors `torch.export` traces with;
-            # under `torch.compile` a tensor's value is not known either.
-            if type(x) is not torch.Tensor or torch.compiler.is_compiling():
+            # under `torch.compile` a tensor's value is not known either, nor
+            # on the `meta` device (shapes only).
+            if (
+                type(x) is not torch.Tensor
+                or x.is_meta
+                or torch.compiler.is_compiling()
+            ):
                 return None
             return x.detach().cpu().numpy()
     return ops.convert_to_numpy(x)

@@ -131,6 +131,7 @@ def _query_positions(start_index, query_length, key_length, scores=None):
     return parsed.as_values(), parsed.checks
 
 
+@_backend.on_keras_device
 def alibi_bias(
     heads: int,
     query_length: Any,
@@ -349,6 +350,7 @@ class AlibiBias(PositionLayer):
             raise _arguments.invalid("attention_scores", expected, f"<shape={shape}>")
         return int(shape[1])
 
+    @_backend.on_keras_device
     def call(self, attention_scores: Any, start_index: Any = None) -> Any:
         heads = self._heads_of(attention_scores.shape)
         dtype = _backend.dtype_name(attention_scores)

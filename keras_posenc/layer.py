@@ -158,6 +158,7 @@ class SinusoidalPositionEncoding(PositionLayer):
         self._rows = sinusoidal_rows(self._options, width)
         super().build(input_shape)
 
+    @_backend.on_keras_device
     def call(
         self, inputs: Any, start_index: Any = 0, positions: Any = None, mask: Any = None
     ) -> Any:

@@ -25,6 +25,7 @@ from keras_posenc._rope.config import (
 
 
 @_backend.not_autograph
+@_backend.on_keras_device
 def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
     """Rotates the first ``cos.shape[-1]`` features of `x` by RoPE angles.
 
@@ -75,6 +76,7 @@ def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
 
 
 @_backend.not_autograph
+@_backend.on_keras_device
 def rotary_cos_sin(
     positions: Any,
     dim: int,
@@ -497,6 +499,7 @@ class RotaryEmbedding(PositionLayer):
             self._rotation.prepare(dim, table=self.mode == "lookup")
         super().build(input_shape)
 
+    @_backend.on_keras_device
     def call(self, inputs: Any, start_index: Any = 0, positions: Any = None) -> Any:
         dtype = _backend.dtype_name(inputs)
         if not backend.is_float_dtype(dtype):

@@ -58,6 +58,7 @@ def frequencies(depth: int, max_wavelength: float = 10000.0) -> Any:
 
 
 @_backend.not_autograph
+@_backend.on_keras_device
 def sinusoidal_table(
     length: Any,
     depth: int,
@@ -128,6 +129,7 @@ def sinusoidal_table(
 
 
 @_backend.not_autograph
+@_backend.on_keras_device
 def positional_encoding(
     batch_size: Any,
     length: Any,

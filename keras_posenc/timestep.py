@@ -152,6 +152,7 @@ def _encoder(options):
 
 
 @_backend.not_autograph
+@_backend.on_keras_device
 def timestep_embedding(
     timesteps: Any,
     dim: int,
@@ -338,6 +339,7 @@ class TimestepEmbedding(keras.layers.Layer):
             timesteps, _ = _positions.reals("timesteps", timesteps)
         return super().__call__(timesteps, *args, **kwargs)
 
+    @_backend.on_keras_device
     def call(self, timesteps):
         rows = self.options.embed(timesteps, self._engine)
         return ops.cast(rows, self.compute_dtype)

@@ -157,3 +157,42 @@ def test_the_guard_catches_an_implicit_conversion(no_implicit_numpy):
     with pytest.raises(TypeError, match="implicit tensor-to-numpy"):
         _positions.Positions(values=tensor, known=tensor).known_values()
     assert np.asarray(tensor).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("name", sorted(_public_calls() if BACKEND == "torch" else {}))
+def test_tensors_on_another_device_than_keras_are_moved_as_keras_ops_move_them(name):
+    # On a machine with a GPU, Keras's device is `cuda:0` and a tensor made
+    # with `torch.ones` is on the CPU: `keras.ops` (a Dense layer) moves it
+    # to Keras's device; so does every public call (constants live there;
+    # an H200 run failed 61 tests with "found at least two devices, cuda:0
+    # and cpu" before). Here Keras's device is `meta` (shapes, no values)
+    # and the inputs are on the CPU: the result is on `meta`, shaped as
+    # the same call's on the CPU.
+    import keras
+    import torch
+
+    call = _public_calls()[name]
+    expected = call()
+    with keras.device("meta"):
+        result = call()
+    for want, got in zip(_leaves(expected), _leaves(result), strict=True):
+        if isinstance(want, torch.Tensor) and want.numel() > 0:
+            assert got.device.type == "meta", name
+            assert tuple(got.shape) == tuple(want.shape), name
+
+
+def test_keras_own_layers_move_a_tensor_to_its_device_too():
+    # The convention the test above holds the package to is Keras's.
+    import keras
+    import torch
+
+    with keras.device("meta"):
+        dense = keras.layers.Dense(3)
+        out = dense(torch.ones((2, 4)))
+    assert out.device.type == "meta"
+
+
+def _leaves(value):
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]

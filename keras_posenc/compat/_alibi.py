@@ -60,6 +60,7 @@ class AlibiBias(HubLayer):
 
         return _backend.host_work(make)()
 
+    @_backend.on_keras_device
     def call(self, attention_scores):
         shape = tuple(attention_scores.shape)
         if len(shape) != 4:

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 import keras_posenc
+from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._rope import axes as _axes
 from keras_posenc._rope.config import check_rotary_dim
@@ -65,6 +66,7 @@ class FluxRotaryPositionalEmbedding(_FluxLayer):
     def exact_layer(self, dim, theta):
         return _axes.axes_rows((dim,), theta)
 
+    @_backend.on_keras_device
     def call(self, pos, dim, theta):
         dim = check_rotary_dim(dim, "dim")
         theta = _arguments.check_wavelength(theta, "theta")

@@ -113,6 +113,7 @@ class Phi3SuScaledRotaryEmbedding(Rotary):
         }
         return {"max_wavelength": self.max_wavelength, "rope_scaling": scaling}
 
+    @_backend.on_keras_device
     def call(self, inputs, start_index=0, positions=None):
         dim = inputs.shape[self.feature_axis]
         seq = sequence_axis(inputs, self.sequence_axis)
