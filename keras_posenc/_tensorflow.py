@@ -34,17 +34,19 @@ def is_missing(error):
 
 
 def require(what):
-    """Raises an ImportError naming `what` unless TensorFlow is installed.
+    """Raises a ModuleNotFoundError naming `what` unless TensorFlow is installed.
 
     Args:
         what: str. What writes a SavedModel (a function or a command).
 
     Raises:
-        ImportError: if TensorFlow is not installed.
+        ModuleNotFoundError: (an ImportError, its `name` "tensorflow") if
+            TensorFlow is not installed.
     """
     if not installed():
-        raise ImportError(
+        raise ModuleNotFoundError(
             f"{what} writes a SavedModel, which needs TensorFlow, and TensorFlow "
             "is not installed: `pip install tensorflow`. A `.keras` file "
-            "(`model.save`) needs no TensorFlow and loads on every backend."
+            "(`model.save`) needs no TensorFlow and loads on every backend.",
+            name="tensorflow",
         )

@@ -116,9 +116,10 @@ def export_saved_model(model_or_layer, path, *, overwrite=False):
     Example (TensorFlow or JAX backend; the example sees `keras` and
     `keras_posenc` and writes `pe_model` in the current directory):
 
+    >>> import pytest
     >>> if keras.backend.backend() == "torch":  # no SavedModels from torch
-    ...     import pytest; pytest.skip("torch: save a .keras file instead")
-    >>> import tensorflow as tf
+    ...     pytest.skip("torch: save a .keras file instead")
+    >>> tf = pytest.importorskip("tensorflow")  # a SavedModel needs it
     >>> inputs = keras.Input(shape=(None, 16))
     >>> layer = keras_posenc.SinusoidalPositionEncoding()
     >>> model = keras.Model(inputs, layer(inputs))

@@ -9,6 +9,7 @@ positions up to 2**31 where float64 angles are no longer exact. Neither
 uses any keras_posenc code.
 """
 
+import importlib.util
 import os
 import re
 
@@ -32,6 +33,12 @@ MODES = [
 only_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
 only_jax = pytest.mark.skipif(BACKEND != "jax", reason="JAX only")
 keras3_only = pytest.mark.skipif(LEGACY, reason="Keras 3 only")
+# A JAX or torch machine without TensorFlow (the lent GPU machine cannot
+# carry its wheel): what writes or reads a SavedModel skips there.
+needs_tensorflow = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None,
+    reason="needs TensorFlow, not installed here",
+)
 
 # Well under a second: size checks run before any allocation or host work.
 FAST = 1.0
@@ -164,6 +171,14 @@ def subprocess_env(backend="tensorflow", legacy=False, **extra):
     return env
 
 
+def on_host_only(env):
+    """`env` for a subprocess that measures the host: no GPU (a lent GPU
+    machine has one), so JAX's devices are the CPU's (the count
+    `--xla_force_host_platform_device_count` asks for) and the process's
+    resident memory holds what it keeps."""
+    return {**env, "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
+
+
 def random_inputs(batch=2, length=10, depth=8, seed=0):
     """float32 numpy inputs `[batch, length, depth]`."""
     return (
@@ -229,6 +244,7 @@ __all__ = [
     "exact",
     "keras",
     "keras3_only",
+    "needs_tensorflow",
     "max_diff",
     "only_jax",
     "only_tensorflow",
@@ -237,6 +253,7 @@ __all__ = [
     "reference_mp",
     "serve",
     "subprocess_env",
+    "on_host_only",
     "tensor_of",
     "to_numpy",
     "traced",

@@ -1,5 +1,6 @@
 """Fixtures shared by every test module (helpers live in `_helpers.py`)."""
 
+import importlib.util
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -8,6 +9,37 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from keras_posenc._keras import keras  # noqa: E402
+
+# Packages a test may import that a machine can lack (TensorFlow's wheel
+# cannot be carried to the lent GPU machine): where one is not installed, a
+# test that needs it skips, saying which. Where it is installed, nothing
+# changes. (The package's doctests skip by themselves: this file's hooks
+# serve the tests below it.)
+_ABSENT = {
+    name
+    for name in ("tensorflow", "tf_keras", "ai_edge_litert")
+    if importlib.util.find_spec(name) is None
+}
+
+
+def _skip_if_absent(error):
+    package = (error.name or "").split(".")[0]
+    if package in _ABSENT:
+        pytest.skip(f"needs {package}, not installed here")
+
+
+def _skipping_if_absent():
+    """A hook wrapper: the phase's ModuleNotFoundError of an absent package
+    becomes a skip."""
+    try:
+        return (yield)
+    except ModuleNotFoundError as error:
+        _skip_if_absent(error)
+        raise
+
+
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_skipping_if_absent)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_skipping_if_absent)
 
 
 @pytest.fixture(autouse=True)

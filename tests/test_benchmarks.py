@@ -581,9 +581,10 @@ def test_gpu_smoke_times_every_case_against_its_floor(tmp_path):
 def test_gpu_kernel_counts_are_the_aten_ops_that_are_not_views():
     # A plain Keras layer adding a row slice launches one kernel (the add);
     # lookup mode the same; the engine more, and fewer than the budget.
-    import torch
+    from keras import ops
 
-    counts = gpu._kernels(torch.ones((1, 64, 4, 16)), torch.ones((1, 64, 16)))
+    # On Keras's device (a GPU where there is one), as a model's tensors.
+    counts = gpu._kernels(ops.ones((1, 64, 4, 16)), ops.ones((1, 64, 16)))
     assert counts["plain_keras_layer"] == 1
     assert counts["sinusoidal_lookup"] == 1
     assert 1 < counts["sinusoidal_compute"] <= gpu.KERNEL_BUDGET["sinusoidal_compute"]

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, reference
+from _helpers import BACKEND, LEGACY, TOL, needs_tensorflow, reference
 
 import keras_posenc
 from keras_posenc import _tensorflow, cli, demo
@@ -670,6 +670,7 @@ def _tf_out_of_disk():
             _tf_out_of_disk,
             "ResourceExhaustedError: /tmp/x; No space left on device",
             id="tf-ResourceExhaustedError",
+            marks=needs_tensorflow,
         ),
     ],
 )
@@ -809,6 +810,7 @@ def _load(path):
     return tf.saved_model.load(str(path))
 
 
+@needs_tensorflow
 def test_export_writes_a_standalone_encoder(tmp_path, capsys):
     # A lookup encoder whose two signatures equal the float64 reference
     # (re-run under TensorFlow when this pass's backend is another).
@@ -883,6 +885,7 @@ def test_export_refuses_an_existing_encoder_then_replaces_it_when_asked(
     assert (out / "saved_model.pb").read_bytes() == b"old"
 
 
+@needs_tensorflow
 def test_rerun_under_tensorflow_passes_argv_output_and_status_through(
     capsys, monkeypatch
 ):
@@ -1049,6 +1052,7 @@ def test_demo_that_does_not_learn_fails_in_one_line(workdir, capsys, monkeypatch
 
 @pytest.mark.slow
 @keras3_pass
+@needs_tensorflow
 def test_demo_learns_exports_and_reloads_apart(tmp_path, capsys):
     # The README's main job, on this pass's backend: learn to 95% within
     # the step budget, save, export, reload in a process where keras_posenc
@@ -1157,6 +1161,7 @@ def test_plural_counts():
 
 @pytest.mark.slow
 @pytest.mark.skipif(BACKEND != "torch", reason="the torch export route")
+@needs_tensorflow
 def test_torch_model_exports_through_a_tensorflow_subprocess(tmp_path):
     # torch cannot write SavedModels: the demo reloads its .keras file under
     # TensorFlow and exports there; the SavedModel answers as the torch model.

@@ -30,6 +30,7 @@ from _helpers import (
     keras,
     keras3_only,
     max_diff,
+    on_host_only,
     only_tensorflow,
     random_inputs,
     reference,
@@ -877,7 +878,9 @@ def test_jax_data_parallel_fit_and_predict_equal_one_device(tmp_path, record_pro
     # Two host devices (XLA_FLAGS before JAX starts): fit then predict give
     # the one-device weights within 1e-6 and outputs within 1e-6 of their
     # scale.
-    env = subprocess_env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = on_host_only(
+        subprocess_env("jax", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    )
     found = json.loads(
         _finish(_python(_DATA_PARALLEL, env=env, cwd=tmp_path)).strip().splitlines()[-1]
     )

@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 import pytest
-from _helpers import BACKEND, subprocess_env
+from _helpers import BACKEND, on_host_only, subprocess_env
 
 DEVICES = 2
 LAYERS = ["SinusoidalPositionEncoding", "RotaryEmbedding"]
@@ -139,8 +139,10 @@ _SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def sharded():
     """The subprocess's report: {way: {case: result}}."""
-    env = subprocess_env(
-        "jax", XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}"
+    env = on_host_only(
+        subprocess_env(
+            "jax", XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}"
+        )
     )
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT],

@@ -352,4 +352,9 @@ def test_version_is_single_sourced():
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     assert config["metadata"]["version"].strip() == "attr: keras_posenc.__version__"
-    assert importlib.metadata.version("keras-posenc") == keras_posenc.__version__
+    try:
+        installed = importlib.metadata.version("keras-posenc")
+    except importlib.metadata.PackageNotFoundError:
+        # Imported from a copied tree (the lent GPU machine): no distribution.
+        pytest.skip("keras-posenc is not installed as a distribution here")
+    assert installed == keras_posenc.__version__

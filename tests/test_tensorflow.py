@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from _helpers import BACKEND, LEGACY
+from _helpers import BACKEND, LEGACY, needs_tensorflow
 
 from keras_posenc import _tensorflow
 
@@ -36,8 +36,9 @@ def run_without_tensorflow(script, **env):
     )
 
 
+@needs_tensorflow
 def test_installed_says_whether_tensorflow_can_be_imported(monkeypatch):
-    # True in this environment; False once TensorFlow cannot be imported.
+    # True where it is installed; False once TensorFlow cannot be imported.
     assert _tensorflow.installed()
     monkeypatch.setitem(sys.modules, "tensorflow", None)
     assert not _tensorflow.installed()

@@ -8,13 +8,28 @@ explicit positions, in compute and lookup mode, and give eager's bits.
 
 import warnings
 
-import numpy as np
 import pytest
 from _helpers import BACKEND, LLAMA3
 
 import keras_posenc
 
 pytestmark = pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+
+
+def assert_eager_bits(got, want):
+    """`got` (compiled) holds `want`'s (eager) bits: on the CPU.
+
+    On CUDA, Inductor runs kernels of its own (Triton), whose float32
+    rounding need not be eager's: an H200 run gave other bits for N-axis
+    RoPE. There both are held within the engine's bound of the exact
+    values, so to 4e-7 of each other.
+    """
+    import torch
+
+    if got.device.type == "cpu":
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+    else:
+        torch.testing.assert_close(got, want, rtol=0.0, atol=4e-7)
 
 
 def _cases():
@@ -105,7 +120,7 @@ def test_compiled_equals_eager_bit_for_bit_and_a_new_start_does_not_recompile(
     for start in (3, 40, 7):
         out = compiled(x, _start(how, start))
         want = call(x, _start(how, start))
-        assert out.numpy().tobytes() == want.numpy().tobytes()
+        assert_eager_bits(out, want)
     if how == "tensor":
         assert counters["stats"]["unique_graphs"] == 1
 
@@ -119,7 +134,7 @@ def test_compiled_rope_equals_eager_bit_for_bit():
     for start in (0, 1000, 2**31 - 64):
         want = layer(q, start_index=torch.tensor(start))
         got = compiled(q, torch.tensor(start))
-        assert got.numpy().tobytes() == want.numpy().tobytes()
+        assert_eager_bits(got, want)
 
 
 def _graph_breaks(layer, x):
@@ -170,7 +185,7 @@ def test_nothing_is_kept_from_inside_torch_compile():
     layer.build(x.shape)
     out = torch.compile(lambda x: layer(x, start_index=5), backend="eager")(x)
     assert keras_posenc.cache_info().entries == 0
-    np.testing.assert_array_equal(out.numpy(), layer(x, start_index=5).numpy())
+    assert torch.equal(out, layer(x, start_index=5))  # the "eager" backend
 
 
 @pytest.mark.parametrize("case", ["sinusoidal extend", "rope extend"])
@@ -185,7 +200,7 @@ def test_compiled_extend_past_the_table_equals_eager(case):
     for start in (10, 60, 1000):
         got = compiled(x, torch.tensor(start))
         want = layer(x, start_index=start)
-        assert got.numpy().tobytes() == want.numpy().tobytes()
+        assert_eager_bits(got, want)
 
 
 def test_compiled_alibi_equals_eager_bit_for_bit():
@@ -197,13 +212,13 @@ def test_compiled_alibi_equals_eager_bit_for_bit():
     scores = torch.randn(2, 4, 8, 8)
     eager = layer(scores, start_index=3)
     compiled = torch.compile(lambda x: layer(x, start_index=3), fullgraph=True)
-    assert torch.equal(compiled(scores), eager)
+    assert_eager_bits(compiled(scores), eager)
     default = torch.compile(lambda x: layer(x), fullgraph=True)
-    assert torch.equal(default(scores), layer(scores))
+    assert_eager_bits(default(scores), layer(scores))
     row = keras_posenc.AlibiBias(one_row=True)
     eager = row(scores, start_index=3)  # built first
     one_row = torch.compile(lambda x: row(x, start_index=3), fullgraph=True)
-    assert torch.equal(one_row(scores), eager)
+    assert_eager_bits(one_row(scores), eager)
 
 
 @pytest.mark.parametrize("family", ["timestep", "rope axes"])
@@ -228,4 +243,4 @@ def test_new_families_trace_as_one_graph(family):
     explained = torch._dynamo.explain(call)(*args)
     assert explained.graph_break_count == 0, explained.break_reasons
     compiled = torch.compile(call, fullgraph=True)(*args)
-    assert torch.equal(compiled, eager)
+    assert_eager_bits(compiled, eager)
