@@ -115,9 +115,9 @@ def grid_sincos_table(
 
 
 def _made_rows(axes, dim):
-    """A `GridRows` (host work, outside `torch.compile`: a class given to
-    `torch.compiler.disable` would have its methods disabled too)."""
-    return GridRows(axes, dim)
+    """A layer's `GridRows` (host work, outside `torch.compile`: a class given
+    to `torch.compiler.disable` would have its methods disabled too)."""
+    return GridRows(axes, dim, keeps=True)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -257,6 +257,7 @@ class GridPositionEncoding(PositionLayer):
             )
         return list(sizes)
 
+    @_backend.on_keras_device
     def call(self, inputs: Any, grid_shape: Any = None) -> Any:
         sizes = self._grid(inputs, grid_shape or self._options.grid_shape)
         rows = self._rows_of(len(sizes))

@@ -227,6 +227,37 @@ def test_layer_adds_the_table(shape, kwargs, grid, extra, mode):
     )
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"base_size": 16, "interpolation_scale": 1.5}])
+def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
+    # A model's next call at the same grid reads the rows its engines kept
+    # (no engine op: on an eager GPU each op is a kernel launch), with the
+    # bits computed rows have; they go with the layer.
+    import gc
+
+    import keras_posenc
+
+    keras_posenc.clear_cache()
+    layer = GridPositionEncoding(**kwargs)
+    x = _x((2, 6, 10, 16))
+    table = to_numpy(grid_sincos_table((6, 10), 16, **kwargs))
+    assert keras_posenc.cache_info().entries == 0  # rows (engines apart)
+    first = to_numpy(layer(x))
+    kept = keras_posenc.cache_info()
+    assert kept.entries > 0
+    again = to_numpy(layer(x))
+    assert keras_posenc.cache_info().entries == kept.entries  # read, not made
+    for y in (first, again):
+        np.testing.assert_array_equal(y, x + table.reshape(6, 10, 16))
+    reference = grid_reference(
+        (6, 10), 16, base_size=kwargs.get("base_size"),
+        scale=kwargs.get("interpolation_scale", 1.0),
+    )  # fmt: skip
+    assert max_diff(table, reference) <= TOL
+    del layer
+    gc.collect()
+    assert keras_posenc.cache_info().entries == 0
+
+
 def test_lookup_crops_the_same_bits_as_compute():
     # SD3's layer: the max table built once, centre-cropped per call; each
     # call's rows are the bits the compute mode gives.

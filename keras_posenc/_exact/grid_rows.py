@@ -130,13 +130,21 @@ class GridRows:
     and each call slices them at its crop; a call's rows are the same bits
     in both modes.
 
+    A layer's rows (`keeps`) at exact positions are, in eager calls, read
+    from the rows the axis's engine keeps (`_exact.engine.Encoder.block`,
+    within the one cache budget, the same bits): a model's next calls at
+    the same grid run no engine op (on an eager GPU, each op is a kernel
+    launch).
+
     Args:
         axes: the `GridAxes`.
         dim: int. Features (checked by the caller).
+        keeps: bool. A layer's rows: kept between calls, released with the
+            last layer using them.
     """
 
-    def __init__(self, axes, dim):
-        self.axes, self.dim = axes, dim
+    def __init__(self, axes, dim, keeps=False):
+        self.axes, self.dim, self.keeps = axes, dim, keeps
         self.blocks = blocks(axes.rank, dim)
         self.tables: Any = None  # lookup mode: the axis tables of max_grid_shape
         # (axis, width, table size) -> engine: a plain dict, which
@@ -161,9 +169,22 @@ class GridRows:
         ]
 
     def _rows(self, axis, width, size, first, count):
-        """`axis_rows` with the axis's engine."""
+        """`axis_rows` with the axis's engine (kept rows where `keeps`)."""
         engine = self._engine(axis, width, size)
+        if self._kept(engine, first, count):
+            return engine.recent_rows(first, first + count)
         return axis_rows(engine, self.axes, axis, size, first, count)
+
+    def _kept(self, engine, first, count):
+        """Whether a layer's eager call reads the rows `engine` keeps."""
+        return (
+            self.keeps
+            and isinstance(engine, _engine.Encoder)
+            and isinstance(first, int)
+            and isinstance(count, int)
+            and not _backend.tracing()
+            and engine.keeps(first, first + count)
+        )
 
     def _engine(self, axis, width, size):
         """The axis's engine, made once (on the host, outside a trace)."""
@@ -175,6 +196,8 @@ class GridRows:
         if engine is None:
             engine = _backend.host_work(axis_engine)(self.axes, axis, width, size)
             self._engines[key] = engine
+            if self.keeps and isinstance(engine, _engine.Encoder):
+                engine.slot.add_user(self)
         return engine
 
     def _computed(self):
