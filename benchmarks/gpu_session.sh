@@ -7,10 +7,14 @@
 # step: only a few files come back from such a call (8, on 2026-11-27), and
 # a step cut by the call's time limit leaves what the steps before wrote.
 #
+# On an H200 (2026-11-27) it took about 530 s: device_bits 46 s, timestep
+# and grid 43 s, ALiBi 121 s, the suites 230 s, benchmarks.gpu 68 s; the
+# step limits below stop a hung step, not a slow run.
+#
 #   OUT=/some/folder bash benchmarks/gpu_session.sh
 set -u
 : "${OUT:?set OUT to the folder the results.tgz goes to}"
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 WORK=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
   --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -20,11 +24,13 @@ nvidia-smi > "$WORK/nvidia-smi.txt" 2>&1
 python3 -c "import jax, torch; print(jax.devices(), torch.cuda.get_device_name())" \
   > "$WORK/devices.txt" 2>&1
 
-pack() { tar czf "$OUT/results.tgz" -C "$WORK" .; }
+pack() {  # whole or not at all: the call's time limit may cut it
+  tar czf "$OUT/.results.tgz" -C "$WORK" . && mv -f "$OUT/.results.tgz" "$OUT/results.tgz"
+}
 step() {  # name, time limit in seconds, then the command
   local name=$1 limit=$2 began=$SECONDS status=0
   shift 2
-  timeout "$limit" "$@" > "$WORK/$name.log" 2>&1 || status=$?
+  timeout -k 10 "$limit" "$@" > "$WORK/$name.log" 2>&1 || status=$?
   echo "$name: exit $status, $((SECONDS - began)) s" | tee -a "$WORK/steps.txt"
   pack
 }
@@ -49,11 +55,17 @@ for b in jax torch; do
 done
 
 # The suites, JAX beside torch (correctness only: no timing runs beside).
+pids=()
 for b in jax torch; do
-  KERAS_BACKEND=$b timeout 240 python3 -m pytest tests keras_posenc -q -n 7 \
+  KERAS_BACKEND=$b timeout -k 10 240 python3 -m pytest tests keras_posenc -q -n 7 \
     -p no:cacheprovider -v -rfEs --tb=line > "$WORK/pytest_$b.log" 2>&1 &
+  pids+=($!)
 done  # -v: each outcome as it comes, should the time limit cut a suite
-wait
+for i in 0 1; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  echo "pytest_$([ "$i" = 0 ] && echo jax || echo torch): exit $status" >> "$WORK/steps.txt"
+done
 tail -n 3 "$WORK"/pytest_*.log >> "$WORK/steps.txt"
 pack
 

@@ -166,10 +166,10 @@ def on_keras_device(fn):
     the package's constants live on Keras's device, and its sums are
     operators, which do not move anything. A tensor already there is
     passed as it is (checked first, in about a microsecond: a decoding
-    step is tens of them), and so is a scalar (a CPU scalar joins any
-    device's ops, and a start or a length is read on the host). Keras's
-    "cuda" is the GPU current at the first call. Other backends: `fn`
-    itself.
+    step is tens of them), and so is a CPU scalar (it joins any device's
+    ops, and a start or a length is read on the host). Keras's "cuda" is
+    the GPU current at the first call (the package's constants are made
+    there too). Other backends: `fn` itself.
     """
     if NAME != "torch":
         return fn
@@ -198,16 +198,20 @@ def _keras_torch_device():
     if device is None:
         import torch
 
-        # "cuda" has no index; its tensors have the current GPU's.
-        index = torch.cuda.current_device() if name == "cuda" else None
-        device = torch.device(name) if index is None else torch.device(name, index)
+        # "cuda", "mps", "xpu" have no index; their tensors have the current
+        # device's, which a new empty tensor shows.
+        device = torch.device(name)
+        if device.index is None and device.type not in ("cpu", "meta"):
+            device = torch.empty(0, device=device).device
         _TORCH_DEVICES[name] = device
     return device
 
 
 def _elsewhere(value, device):
-    """Whether `value` is a torch tensor, not a scalar, off `device`."""
-    return isinstance(value, _TorchTensor) and value.ndim and value.device != device
+    """Whether `value` is a torch tensor off `device`, but a CPU scalar."""
+    if not isinstance(value, _TorchTensor) or value.device == device:
+        return False
+    return value.ndim > 0 or value.device.type != "cpu"
 
 
 def _any_elsewhere(values, device):

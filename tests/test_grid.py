@@ -244,8 +244,11 @@ def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
     first = to_numpy(layer(x))
     kept = keras_posenc.cache_info()
     assert kept.entries > 0
+    # A span per axis, not a decoding block of 512 rows split row by row.
+    assert kept.nbytes - kept.engine_nbytes < 512 * 8 * 4
     again = to_numpy(layer(x))
-    assert keras_posenc.cache_info().entries == kept.entries  # read, not made
+    read = keras_posenc.cache_info()
+    assert read.hits > kept.hits and read.misses == kept.misses  # read, not made
     for y in (first, again):
         np.testing.assert_array_equal(y, x + table.reshape(6, 10, 16))
     reference = grid_reference(
@@ -255,6 +258,17 @@ def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
     assert max_diff(table, reference) <= TOL
     del layer
     gc.collect()
+    assert keras_posenc.cache_info().entries == 0
+
+
+def test_a_lookup_table_is_built_not_read_from_kept_rows():
+    # Its axis tables are its own (a view of a kept block would hold the
+    # block's bytes outside the budget once the block is evicted).
+    import keras_posenc
+
+    keras_posenc.clear_cache()
+    layer = GridPositionEncoding(mode="lookup", max_grid_shape=(40, 40))
+    layer(_x((1, 40, 40, 16)))
     assert keras_posenc.cache_info().entries == 0
 
 

@@ -26,6 +26,7 @@ def assert_eager_bits(got, want):
     """
     import torch
 
+    assert got.shape == want.shape and got.dtype == want.dtype
     if got.device.type == "cpu":
         assert got.numpy().tobytes() == want.numpy().tobytes()
     else:

@@ -426,7 +426,7 @@ class Encoder:
             return self._range(start, length_bucket(length))[:length]
         return self._range(start, length)
 
-    def block(self, first, end, pinned=False):
+    def block(self, first, end, pinned=False, steps=True):
         """``(base, rows, steps)``: kept rows from `base`, covering ``[first, end)``.
 
         For eager calls at known positions (never inside a trace: the rows
@@ -443,7 +443,8 @@ class Encoder:
         same way, from ``64 * floor(first / 64)``, with `steps` empty; see
         `keeps`. `pinned` (function calls) keeps a new block when no layer
         uses this encoder. Callers hand the rows out through
-        `_backend.owned`.
+        `_backend.owned`. Without `steps` (a grid axis: the same span at
+        every call, however short) a span is kept as a span.
         """
 
         def serves(block):
@@ -452,11 +453,12 @@ class Encoder:
         device = _backend.device_key()
         span_key = (device, "span", first - first % FINE_ROWS)
         keys = [span_key]
-        if end - first <= FINE_ROWS:
+        steps = steps and end - first <= FINE_ROWS
+        if steps:
             keys += [(device, "steps", base) for base in self.step_bases(first)]
         block = self.slot.find(keys, serves)
         if block is None:
-            block = self._keep(first, end)
+            block = self._keep(first, end, steps)
             key = (device, "steps", block[0]) if block[2] else span_key
             self.slot.put(key, block, self._kept_bytes(block), pinned)
         return block
@@ -473,9 +475,9 @@ class Encoder:
         copies = values if steps and _backend.NAME != "torch" else 0
         return values + copies + _backend.ARRAY_OVERHEAD * (1 + len(steps))
 
-    def _keep(self, first, end):
+    def _keep(self, first, end, steps=True):
         """``(base, rows, steps)`` of the block `block` keeps next."""
-        if end - first <= FINE_ROWS:
+        if steps:
             base, rows = self.step_block(first)
             with _backend.eager_scope():
                 return base, rows, _backend.unstack(rows[:, None])
@@ -494,12 +496,13 @@ class Encoder:
         with _backend.eager_scope():
             return base, self.rows(base, count)
 
-    def keeps(self, first, end):
-        """Whether `block` serves ``[first, end)``: a decoding step, or a span
-        of at most `KEPT_VALUES` values, whose block fits the cache's budget."""
+    def keeps(self, first, end, steps=True):
+        """Whether `block` serves ``[first, end)``: a decoding step (with
+        `steps`), or a span of at most `KEPT_VALUES` values, whose block fits
+        the cache's budget."""
         if end - first <= 0:
             return False
-        if end - first <= FINE_ROWS:
+        if steps and end - first <= FINE_ROWS:
             rows = 4 * self.step_rows * self.width
             copies = rows if _backend.NAME != "torch" else 0
             overhead = _backend.ARRAY_OVERHEAD * (1 + self.step_rows)
@@ -507,11 +510,11 @@ class Encoder:
         values = (end - first + FINE_ROWS) * self.width
         return values <= KEPT_VALUES and kept.fits(4 * values)
 
-    def recent_rows(self, first, end, pinned=False):
+    def recent_rows(self, first, end, pinned=False, steps=True):
         """Rows for positions ``[first, end)`` (see `keeps`), read from `block`."""
-        base, rows, steps = self.block(first, end, pinned)
-        if end - first == 1 and steps:
-            return steps[first - base]
+        base, rows, step_rows = self.block(first, end, pinned, steps)
+        if end - first == 1 and step_rows:
+            return step_rows[first - base]
         return rows[first - base : end - base]
 
     def at(self, positions):

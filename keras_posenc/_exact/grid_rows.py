@@ -163,8 +163,15 @@ class GridRows:
 
     def _tables(self):
         maximum = self.axes.options.max_grid_shape
-        return [
-            self._rows(axis, width, maximum[axis], 0, maximum[axis])
+        return [  # computed (a lookup table is no view of kept rows)
+            axis_rows(
+                self._engine(axis, width, maximum[axis]),
+                self.axes,
+                axis,
+                maximum[axis],
+                0,
+                maximum[axis],
+            )
             for axis, width in self.blocks
         ]
 
@@ -172,18 +179,19 @@ class GridRows:
         """`axis_rows` with the axis's engine (kept rows where `keeps`)."""
         engine = self._engine(axis, width, size)
         if self._kept(engine, first, count):
-            return engine.recent_rows(first, first + count)
+            return engine.recent_rows(first, first + count, steps=False)
         return axis_rows(engine, self.axes, axis, size, first, count)
 
     def _kept(self, engine, first, count):
-        """Whether a layer's eager call reads the rows `engine` keeps."""
+        """Whether a layer's eager call reads the rows `engine` keeps (a
+        span: an axis asks for the same rows at every call)."""
         return (
             self.keeps
             and isinstance(engine, _engine.Encoder)
             and isinstance(first, int)
             and isinstance(count, int)
             and not _backend.tracing()
-            and engine.keeps(first, first + count)
+            and engine.keeps(first, first + count, steps=False)
         )
 
     def _engine(self, axis, width, size):
@@ -194,10 +202,8 @@ class GridRows:
         key = (axis, width, size if by_size else None)
         engine = self._engines.get(key)
         if engine is None:
-            engine = _backend.host_work(axis_engine)(self.axes, axis, width, size)
+            engine = _backend.host_work(_engine_of)(self, axis, width, size)
             self._engines[key] = engine
-            if self.keeps and isinstance(engine, _engine.Encoder):
-                engine.slot.add_user(self)
         return engine
 
     def _computed(self):
@@ -261,6 +267,16 @@ class GridRows:
             return self._rows(axis, width, table_size, first, size)
         table = self.tables[self.blocks.index((axis, width))]
         return _backend.slice_rows(table, first, size)
+
+
+def _engine_of(rows, axis, width, size):
+    """`axis_engine` for a `GridRows`, counting it as a user of the rows the
+    engine keeps when it keeps them (host work: the store's lock and
+    finalizers stay out of `torch.compile`'s graphs)."""
+    engine = axis_engine(rows.axes, axis, width, size)
+    if rows.keeps and isinstance(engine, _engine.Encoder):
+        engine.slot.add_user(rows)
+    return engine
 
 
 __all__ = [
