@@ -227,7 +227,15 @@ def test_layer_adds_the_table(shape, kwargs, grid, extra, mode):
     )
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"base_size": 16, "interpolation_scale": 1.5}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"base_size": 16, "interpolation_scale": 1.5},
+        {"base_size": 16, "interpolation_scale": 1.5, "positions": "float32"},
+    ],
+    ids=["mae", "exact", "float32"],
+)
 def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
     # A model's next call at the same grid reads the rows its engines kept
     # (no engine op: on an eager GPU each op is a kernel launch), with the
@@ -254,6 +262,7 @@ def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
     reference = grid_reference(
         (6, 10), 16, base_size=kwargs.get("base_size"),
         scale=kwargs.get("interpolation_scale", 1.0),
+        positions=kwargs.get("positions", "exact"),
     )  # fmt: skip
     assert max_diff(table, reference) <= TOL
     del layer

@@ -130,11 +130,11 @@ class GridRows:
     and each call slices them at its crop; a call's rows are the same bits
     in both modes.
 
-    A layer's rows (`keeps`) at exact positions are, in eager calls, read
-    from the rows the axis's engine keeps (`_exact.engine.Encoder.block`,
-    within the one cache budget, the same bits): a model's next calls at
-    the same grid run no engine op (on an eager GPU, each op is a kernel
-    launch).
+    A layer's rows (`keeps`) are, in eager calls, read from rows kept
+    within the one cache budget (the same bits): at exact positions the
+    axis engine's blocks (`_exact.engine.Encoder.block`), at diffusers'
+    float32 ones the layer's own. A model's next calls at the same grid
+    run no engine op (on an eager GPU, each op is a kernel launch).
 
     Args:
         axes: the `GridAxes`.
@@ -145,6 +145,8 @@ class GridRows:
 
     def __init__(self, axes, dim, keeps=False):
         self.axes, self.dim, self.keeps = axes, dim, keeps
+        # Rows at diffusers' float32 positions (their engine keeps none).
+        self._slot = kept.Slot(self) if keeps else None
         self.blocks = blocks(axes.rank, dim)
         self.tables: Any = None  # lookup mode: the axis tables of max_grid_shape
         # (axis, width, table size) -> engine: a plain dict, which
@@ -176,23 +178,28 @@ class GridRows:
         ]
 
     def _rows(self, axis, width, size, first, count):
-        """`axis_rows` with the axis's engine (kept rows where `keeps`)."""
+        """`axis_rows` with the axis's engine; kept rows in a layer's eager
+        calls (an axis asks for the same span at every call)."""
         engine = self._engine(axis, width, size)
-        if self._kept(engine, first, count):
+        eager = isinstance(first, int) and isinstance(count, int)
+        if not self.keeps or not eager or _backend.tracing():
+            return axis_rows(engine, self.axes, axis, size, first, count)
+        if not isinstance(engine, _engine.Encoder):
+            return self._kept_rows(engine, axis, width, size, first, count)
+        if engine.keeps(first, first + count, steps=False):
             return engine.recent_rows(first, first + count, steps=False)
         return axis_rows(engine, self.axes, axis, size, first, count)
 
-    def _kept(self, engine, first, count):
-        """Whether a layer's eager call reads the rows `engine` keeps (a
-        span: an axis asks for the same rows at every call)."""
-        return (
-            self.keeps
-            and isinstance(engine, _engine.Encoder)
-            and isinstance(first, int)
-            and isinstance(count, int)
-            and not _backend.tracing()
-            and engine.keeps(first, first + count, steps=False)
-        )
+    def _kept_rows(self, engine, axis, width, size, first, count):
+        """`axis_rows` at float32 positions, kept in the layer's slot (in the
+        one budget, released with the layer)."""
+        key = (_backend.device_key(), axis, width, size, first, count)
+        rows = self._slot.find([key], lambda rows: True)
+        if rows is None:
+            rows = axis_rows(engine, self.axes, axis, size, first, count)
+            nbytes = _backend.nbytes(rows) + _backend.ARRAY_OVERHEAD
+            self._slot.put(key, rows, nbytes)
+        return rows
 
     def _engine(self, axis, width, size):
         """The axis's engine, made once (on the host, outside a trace)."""
