@@ -145,8 +145,9 @@ class GridRows:
 
     def __init__(self, axes, dim, keeps=False):
         self.axes, self.dim, self.keeps = axes, dim, keeps
-        # Rows at diffusers' float32 positions (their engine keeps none).
-        self._slot = kept.Slot(self) if keeps else None
+        # A layer's rows at diffusers' float32 positions (their engine keeps
+        # none).
+        self._slot = kept.Slot(self)
         self.blocks = blocks(axes.rank, dim)
         self.tables: Any = None  # lookup mode: the axis tables of max_grid_shape
         # (axis, width, table size) -> engine: a plain dict, which
