@@ -136,6 +136,19 @@ def _public_calls():
         calls["compat sd3 timestep"] = lambda: compat.SD3TimestepEmbedding(8)(
             torch.tensor([[998.3897], [3.0]])
         )
+        calls["compat flux rope"] = lambda: compat.FluxRotaryPositionalEmbedding()(
+            torch.tensor([[0.0, 1.5, 2.0]]), dim=8, theta=10000
+        )
+        calls["compat flux timestep"] = lambda: compat.FluxTimestepEmbedding()(
+            torch.tensor([0.5, 0.25]), dim=8
+        )
+        calls["compat phi3"] = lambda: compat.Phi3SuScaledRotaryEmbedding(
+            [1.0] * 8, [2.0] * 8
+        )(q, start_index=torch.tensor(2))
+        calls["compat esm"] = lambda: compat.ESMRotaryEmbedding()(q, q)
+        calls["compat llama"] = lambda: compat.LlamaRotaryEmbedding()(
+            q, start_index=torch.tensor(2)
+        )
     return calls
 
 
