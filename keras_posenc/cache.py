@@ -32,9 +32,11 @@ RoPE step tables that living layers share (held weakly: at most one per
 configuration and input layout of a living layer); what a layer holds
 (its engine, its input layouts per shape, at most 256) goes with it; the
 checked options of the last 64 timestep configurations (plain values, a
-few hundred bytes each); and on JAX, the row splitters of the last 8 block
-sizes (one small compiled function each). The engines of the timestep,
-grid and N-axis RoPE families are kept in the one budget like the others.
+few hundred bytes each); on JAX, the row splitters of the last 8 block
+sizes (one small compiled function each); and on torch, the device of
+each Keras device name used (`cpu`, `cuda`: a `torch.device` each). The
+engines of the timestep, grid and N-axis RoPE families, and a grid
+layer's kept axis rows, are in the one budget like the others.
 """
 
 from keras_posenc._checks import arguments as _arguments

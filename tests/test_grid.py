@@ -270,6 +270,21 @@ def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
     assert keras_posenc.cache_info().entries == 0
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch results can be edited")
+@pytest.mark.parametrize("kwargs", [{}, {"base_size": 16, "positions": "float32"}])
+def test_editing_a_result_never_changes_the_next_one(kwargs):
+    # The rows the layer keeps never leave it: its output is a new tensor
+    # (also for 1-D token grids, whose table is one axis's rows).
+    for shape in ((1, 6, 10, 16), (1, 9, 8)):
+        layer = GridPositionEncoding(**kwargs)
+        x = np.zeros(shape, "float32")
+        first = layer(x)
+        want = first.detach().clone()
+        first.add_(1.0)
+        first.numpy()[...] = 7.0
+        assert np.array_equal(to_numpy(layer(x)), to_numpy(want))
+
+
 def test_a_lookup_table_is_built_not_read_from_kept_rows():
     # Its axis tables are its own (a view of a kept block would hold the
     # block's bytes outside the budget once the block is evicted).
