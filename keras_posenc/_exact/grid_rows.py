@@ -183,12 +183,11 @@ class GridRows:
         calls (an axis asks for the same span at every call)."""
         engine = self._engine(axis, width, size)
         eager = isinstance(first, int) and isinstance(count, int)
-        if not self.keeps or not eager or _backend.tracing():
-            return axis_rows(engine, self.axes, axis, size, first, count)
-        if not isinstance(engine, _engine.Encoder):
-            return self._kept_rows(engine, axis, width, size, first, count)
-        if engine.keeps(first, first + count, steps=False):
-            return engine.recent_rows(first, first + count, steps=False)
+        if self.keeps and eager and not _backend.tracing():
+            if not isinstance(engine, _engine.Encoder):
+                return self._kept_rows(engine, axis, width, size, first, count)
+            if engine.keeps(first, first + count, steps=False):
+                return engine.recent_rows(first, first + count, steps=False)
         return axis_rows(engine, self.axes, axis, size, first, count)
 
     def _kept_rows(self, engine, axis, width, size, first, count):
