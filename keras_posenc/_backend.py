@@ -7,6 +7,7 @@ caller can see a tensor's value before running anything.
 
 import contextlib
 import functools
+import math
 
 import numpy as np
 from keras import backend, ops
@@ -416,6 +417,51 @@ def add(x, y):
 
         return tf.add(x, y)
     return ops.add(x, y)
+
+
+def add_in_slices(x, slice_of, count, nbytes):
+    """``x + y``, `y` made about `nbytes` at a time.
+
+    ``slice_of(start, stop)`` makes ``y[start:stop]``, entries of `x`'s
+    axis 1 (which has `count`), broadcast over axis 0. On eager torch
+    (outside `torch.compile`) each slice is added to `x` as soon as it is
+    made, into one output, while it is still in the CPU's or GPU's cache:
+    a `y` made whole first is written to memory and read back once per
+    row of axis 0 (a precomputed one is only read). The gradient is that
+    of ``x + y`` for `x` (`y` is a constant). Elsewhere ``x + y`` with `y`
+    made whole (graphs and `torch.compile` fuse or place it themselves).
+    """
+    if NAME != "torch" or is_traced(x):
+        return x + slice_of(0, count)
+    step = max(nbytes // max(math.prod(x.shape[2:]) * x.element_size(), 1), 1)
+    return _sliced_add_function().apply(x, slice_of, count, step)
+
+
+@functools.cache
+def _sliced_add_function():
+    """The torch autograd function of `add_in_slices` (made once, on torch)."""
+    import torch
+
+    class SlicedAdd(torch.autograd.Function):
+        @staticmethod
+        def forward(x, slice_of, count, step):
+            out = torch.empty_like(x)
+            for start in range(0, count, step):
+                stop = min(start + step, count)
+                torch.add(
+                    x[:, start:stop], slice_of(start, stop), out=out[:, start:stop]
+                )
+            return out
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None, None, None
+
+    return SlicedAdd
 
 
 def take_rows(table, indices):

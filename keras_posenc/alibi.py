@@ -362,9 +362,11 @@ class AlibiBias(PositionLayer):
             q, k = ops.shape(attention_scores)[2], ops.shape(attention_scores)[3]
         queries, checks = _query_positions(start_index, q, k, attention_scores)
         high, low = self._split(heads)
-        forms = {"symmetric": self.symmetric, "one_row": self.one_row}
-        bias = _bias.bias(queries, k, high, low, dtype=dtype, **forms)
-        return attention_scores + _backend.guard(bias, checks)
+        forms = {"symmetric": self.symmetric, "one_row": self.one_row, "dtype": dtype}
+        if checks:
+            bias = _bias.bias(queries, k, high, low, **forms)
+            return attention_scores + _backend.guard(bias, checks)
+        return _bias.added(attention_scores, queries, k, high, low, **forms)
 
     def compute_output_shape(self, input_shape):
         return output_shape(input_shape)

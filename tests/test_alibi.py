@@ -225,6 +225,46 @@ def test_full_bias_at_every_shape_is_the_exact_product(q, k, symmetric):
         np.testing.assert_array_equal(graph(scores).numpy()[0], out)
 
 
+@pytest.mark.parametrize("slice_bytes", [1, 2 * 33 * 40 * 4, 2**30])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_bias_added_a_few_heads_at_a_time_is_the_whole_add(
+    monkeypatch, slice_bytes, dtype
+):
+    # Eager torch adds a shared full bias a few heads at a time (one head,
+    # two heads with a ragged last slice, all at once); every backend must
+    # give the float32 exact bias cast once and added in the scores' dtype.
+    from keras_posenc._alibi import bias as alibi_bias_module
+
+    monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", slice_bytes)
+    heads, q, k = 5, 33, 40
+    scores = np.random.default_rng(2).normal(size=(3, heads, q, k)).astype("float32")
+    scores = ops.cast(scores, dtype)
+    out = AlibiBias(dtype=dtype)(scores, start_index=k - q)
+    i, j = np.arange(k - q, k)[:, None], np.arange(k)[None]
+    exact = alibi_slopes(heads)[:, None, None] * (j - i)
+    bias = ops.cast(ops.cast(exact, "float32"), dtype)
+    want = to_numpy(ops.cast(scores + bias[None], "float32"))
+    got = to_numpy(ops.cast(out, "float32"))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch autograd")
+def test_bias_added_in_slices_passes_the_gradient_to_the_scores(monkeypatch):
+    import torch
+
+    from keras_posenc._alibi import bias as alibi_bias_module
+
+    monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", 1)
+    scores = torch.zeros((2, 4, 6, 6), requires_grad=True)
+    weights = torch.arange(scores.numel(), dtype=torch.float32).reshape(scores.shape)
+    out = AlibiBias()(scores)
+    (out * weights).sum().backward()
+    np.testing.assert_array_equal(scores.grad.numpy(), weights.numpy())
+    np.testing.assert_array_equal(
+        out.detach().numpy(), to_numpy(alibi_bias(4, 6)) + np.zeros((2, 1, 1, 1))
+    )
+
+
 def test_explicit_slopes_are_used_as_given():
     slopes = [0.5, 0.3, 1e-3]
     out = to_numpy(AlibiBias(slopes=slopes)(np.zeros((1, 3, 1, 4), "float32")))

@@ -79,7 +79,7 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=Fa
     2.2x the precomputed-bias add at `[8, 32, 2048, 2048]` under `jax.jit`,
     fused 1.07x). Elsewhere a shared span takes the
     biases of the distinct distances, cast once, and moves them into place
-    (`_windows`; one pass over `[H, q, k]` instead of a dozen ops): the same
+    (`_Windows`; one pass over `[H, q, k]` instead of a dozen ops): the same
     values, since the bias depends on the distance only.
     """
 
@@ -90,20 +90,71 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=Fa
     if one_row:  # `H * k` values (none when there is no query), written
         # once under XLA: fused into the add, they would be redone per row.
         return _platform.computed_once(compute, query_positions[..., -1:])[0]
-    shared = len(query_positions.shape) == 1
-    if _backend.in_xla() or not shared or query_positions.shape[0] == 0:
+    if not _moves_windows(query_positions):
         return compute(query_positions)[0]
-    q = query_positions.shape[0]
-    if q is None:  # a TF graph's dynamic length (a length-0 span gives an empty table)
-        q = ops.shape(query_positions)[0]
-    last = query_positions[q - 1] if isinstance(q, int) else _last(query_positions)
-    blocks = (key_length + _BLOCK - 1) // _BLOCK
-    # Distances key - query from -last (key 0, last query) to k - 1 - first,
-    # and up to _BLOCK - 1 more (the last block's unused end).
-    span = ops.arange(q + _BLOCK * blocks - 1, dtype="int32") - last
-    span = -ops.abs(span) if symmetric else span
-    table = saturating_cast(_product(span[None, :], high, low), dtype)[0, :, 0]
-    return ops.expand_dims(_windows(table, q, key_length, blocks), 0)
+    windows = _Windows(query_positions, key_length, high, low, symmetric, dtype)
+    return ops.expand_dims(windows.heads(0, len(high)), 0)
+
+
+def added(scores, query_positions, key_length, high, low, *, symmetric, dtype, one_row):
+    """``scores + bias(query_positions, ...)`` for scores `[batch, H, q, k]`.
+
+    On eager torch a shared full bias is made a few heads at a time, each
+    added as soon as it is made (`_backend.add_in_slices`): writing it
+    whole first cost 1.12x the precomputed-bias add at `[8, 32, 1024,
+    1024]` on the CPU; made in slices of about `_SLICE_BYTES`, it costs
+    what reading a precomputed one costs (benchmarks/README.md).
+    """
+    if one_row or not _moves_windows(query_positions):
+        forms = {"symmetric": symmetric, "dtype": dtype, "one_row": one_row}
+        return scores + bias(query_positions, key_length, high, low, **forms)
+    windows = _Windows(query_positions, key_length, high, low, symmetric, dtype)
+    return _backend.add_in_slices(scores, windows.heads, len(high), _SLICE_BYTES)
+
+
+def _moves_windows(query_positions):
+    """Whether the bias of these queries is moved into place from one table
+    (a shared span outside XLA), not computed element-wise."""
+    shared = len(query_positions.shape) == 1
+    return shared and not _backend.in_xla() and query_positions.shape[0] != 0
+
+
+class _Windows:
+    """The full bias of a shared span, from the biases of its distances.
+
+    Args as `bias`'s; the span is not empty.
+    """
+
+    def __init__(self, query_positions, key_length, high, low, symmetric, dtype):
+        q = query_positions.shape[0]
+        if q is None:  # a TF graph's dynamic length
+            q = ops.shape(query_positions)[0]
+        last = query_positions[q - 1] if isinstance(q, int) else _last(query_positions)
+        blocks = (key_length + _BLOCK - 1) // _BLOCK
+        # Distances key - query from -last (key 0, last query) to k - 1 - first,
+        # and up to _BLOCK - 1 more (the last block's unused end).
+        span = ops.arange(q + _BLOCK * blocks - 1, dtype="int32") - last
+        span = -ops.abs(span) if symmetric else span
+        self.table = saturating_cast(_product(span[None, :], high, low), dtype)[0, :, 0]
+        self.q, self.key_length, self.blocks = q, key_length, blocks
+
+    def heads(self, start, stop):
+        """The bias of heads ``start .. stop - 1``: `[stop - start, q, k]`."""
+        whole = start == 0 and stop == self.table.shape[0]
+        table = self.table if whole else self.table[start:stop]
+        if _backend.NAME == "torch" and self.key_length:
+            # Row `i` is the window at `q - 1 - i`: views of the table, then
+            # one copy of whole rows (1.7x faster than `_windows`' gathers).
+            windows = table.unfold(-1, self.key_length, 1)[:, : self.q]
+            return windows.flip(1)
+        return _windows(table, self.q, self.key_length, self.blocks)
+
+
+# The bytes of bias made at a time on eager torch (`added`): a few MiB,
+# which stay in a CPU's L2 or L3 cache and a GPU's L2 while the batch rows
+# of the scores read them (on the 2-core CPU at `[8, 32, 1024, 1024]`:
+# 1.00x the precomputed-bias add from 1 to 8 MiB, 1.02x at 16, 1.06x at 32).
+_SLICE_BYTES = 2**22
 
 
 # Values moved per gathered index: a gather of 16 contiguous values at a
