@@ -461,6 +461,11 @@ def _sliced_add_function():
         def backward(ctx, grad):
             return grad, None, None, None
 
+        @staticmethod
+        def vmap(info, in_dims, x, slice_of, count, step):
+            # Under `torch.func.vmap`: the plain add, the mapped axis first.
+            return x.movedim(in_dims[0], 0) + slice_of(0, count), 0
+
     return SlicedAdd
 
 

@@ -265,6 +265,23 @@ def test_bias_added_in_slices_passes_the_gradient_to_the_scores(monkeypatch):
     )
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.func")
+@pytest.mark.parametrize("axis", [0, 2])
+def test_bias_added_in_slices_under_torch_func_vmap_and_grad(monkeypatch, axis):
+    import torch
+
+    from keras_posenc._alibi import bias as alibi_bias_module
+
+    monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", 1)
+    layer = AlibiBias()
+    scores = torch.randn(3, 2, 4, 5, 6, generator=torch.Generator().manual_seed(0))
+    want = scores.numpy() + to_numpy(alibi_bias(4, 5, 6))
+    mapped = torch.func.vmap(layer, in_dims=axis)(scores.movedim(0, axis))
+    np.testing.assert_array_equal(mapped.numpy(), want)
+    grads = torch.func.vmap(torch.func.grad(lambda s: (layer(s) ** 2).sum()))(scores)
+    np.testing.assert_allclose(grads.numpy(), 2 * want, rtol=1e-6)
+
+
 def test_explicit_slopes_are_used_as_given():
     slopes = [0.5, 0.3, 1e-3]
     out = to_numpy(AlibiBias(slopes=slopes)(np.zeros((1, 3, 1, 4), "float32")))
