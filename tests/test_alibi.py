@@ -230,12 +230,14 @@ def test_full_bias_at_every_shape_is_the_exact_product(q, k, symmetric):
 def test_bias_added_a_few_heads_at_a_time_is_the_whole_add(
     monkeypatch, slice_bytes, dtype
 ):
-    # Eager torch adds a shared full bias a few heads at a time (one head,
-    # two heads with a ragged last slice, all at once); every backend must
-    # give the float32 exact bias cast once and added in the scores' dtype.
+    # Eager torch adds a large shared full bias a few heads at a time (here
+    # any: one head, two or four with a ragged last slice, all in one); every
+    # backend must give the float32 exact bias cast once and added in the
+    # scores' dtype.
     from keras_posenc._alibi import bias as alibi_bias_module
 
     monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", slice_bytes)
+    monkeypatch.setattr(keras_posenc._backend, "_WHOLE_SLICES", 0)
     heads, q, k = 5, 33, 40
     scores = np.random.default_rng(2).normal(size=(3, heads, q, k)).astype("float32")
     scores = ops.cast(scores, dtype)
@@ -255,6 +257,7 @@ def test_bias_added_in_slices_passes_the_gradient_to_the_scores(monkeypatch):
     from keras_posenc._alibi import bias as alibi_bias_module
 
     monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", 1)
+    monkeypatch.setattr(keras_posenc._backend, "_WHOLE_SLICES", 0)
     scores = torch.zeros((2, 4, 6, 6), requires_grad=True)
     weights = torch.arange(scores.numel(), dtype=torch.float32).reshape(scores.shape)
     out = AlibiBias()(scores)
@@ -273,6 +276,7 @@ def test_bias_added_in_slices_under_torch_func_vmap_and_grad(monkeypatch, axis):
     from keras_posenc._alibi import bias as alibi_bias_module
 
     monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", 1)
+    monkeypatch.setattr(keras_posenc._backend, "_WHOLE_SLICES", 0)
     layer = AlibiBias()
     scores = torch.randn(3, 2, 4, 5, 6, generator=torch.Generator().manual_seed(0))
     want = scores.numpy() + to_numpy(alibi_bias(4, 5, 6))
