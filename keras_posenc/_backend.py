@@ -428,11 +428,12 @@ def add_in_slices(x, slice_of, count, nbytes):
     made, into one output, while it is still in the CPU's or GPU's cache:
     a `y` made whole first is written to memory and read back once per
     row of axis 0 (a precomputed one is only read). The gradient is that
-    of ``x + y`` for `x` (`y` is a constant). A small `y` (`_WHOLE_SLICES`
-    slices or fewer) is made whole, and so is `y` elsewhere (graphs and
-    `torch.compile` fuse or place it themselves).
+    of ``x + y`` for `x` (`y` is a constant), in reverse and forward mode
+    and under `torch.func.vmap`. A small `y` (`_WHOLE_SLICES` slices or
+    fewer) is made whole, and so is `y` elsewhere (graphs, `torch.compile`
+    and `torch.jit.trace` fuse or record it themselves).
     """
-    if NAME != "torch" or is_traced(x):
+    if NAME != "torch" or is_traced(x) or _torch_jit_tracing():
         return x + slice_of(0, count)
     entry = max(math.prod(x.shape[2:]) * x.element_size(), 1)
     if entry * count <= _WHOLE_SLICES * nbytes:
@@ -446,6 +447,14 @@ def add_in_slices(x, slice_of, count, nbytes):
 # `[8, 16, 512, 512]`, a 16 MiB bias: 1.11x a precomputed-bias add in 4 MiB
 # slices, 1.08x whole; at `[4, 32, 1024, 1024]`, 128 MiB: 1.10x, 1.18x).
 _WHOLE_SLICES = 8
+
+
+def _torch_jit_tracing():
+    """Whether `torch.jit.trace` is recording (it cannot record a Python
+    function called with a Python callable: the plain add instead)."""
+    import torch
+
+    return torch.jit.is_tracing()
 
 
 @functools.cache
@@ -471,6 +480,10 @@ def _sliced_add_function():
         @staticmethod
         def backward(ctx, grad):
             return grad, None, None, None
+
+        @staticmethod
+        def jvp(ctx, x_tangent, *constants):
+            return x_tangent  # forward mode (`torch.func.jvp`, `hessian`)
 
         @staticmethod
         def vmap(info, in_dims, x, slice_of, count, step):

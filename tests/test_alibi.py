@@ -286,6 +286,28 @@ def test_bias_added_in_slices_under_torch_func_vmap_and_grad(monkeypatch, axis):
     np.testing.assert_allclose(grads.numpy(), 2 * want, rtol=1e-6)
 
 
+@pytest.mark.skipif(BACKEND != "torch", reason="torch forward mode and tracing")
+def test_bias_added_in_slices_under_jvp_hessian_and_jit_trace(monkeypatch):
+    import torch
+
+    from keras_posenc._alibi import bias as alibi_bias_module
+
+    monkeypatch.setattr(alibi_bias_module, "_SLICE_BYTES", 1)
+    monkeypatch.setattr(keras_posenc._backend, "_WHOLE_SLICES", 0)
+    layer = AlibiBias()
+    scores = torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(0))
+    want = scores.numpy() + to_numpy(alibi_bias(3, 4, 5))
+    tangent = torch.ones_like(scores)
+    out, out_tangent = torch.func.jvp(layer, (scores,), (tangent,))
+    np.testing.assert_array_equal(out.numpy(), want)
+    np.testing.assert_array_equal(out_tangent.numpy(), tangent.numpy())
+    hessian = torch.func.hessian(lambda s: (layer(s) ** 2).sum())(scores[:1, :1])
+    eye = 2 * np.eye(20).reshape(1, 1, 4, 5, 1, 1, 4, 5)
+    np.testing.assert_array_equal(hessian.numpy(), eye)
+    traced_layer = torch.jit.trace(layer, scores, check_trace=False)
+    np.testing.assert_array_equal(traced_layer(scores).numpy(), want)
+
+
 def test_explicit_slopes_are_used_as_given():
     slopes = [0.5, 0.3, 1e-3]
     out = to_numpy(AlibiBias(slopes=slopes)(np.zeros((1, 3, 1, 4), "float32")))

@@ -93,7 +93,7 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=Fa
     if not _moves_windows(query_positions):
         return compute(query_positions)[0]
     windows = _Windows(query_positions, key_length, high, low, symmetric, dtype)
-    return ops.expand_dims(windows.heads(0, len(high)), 0)
+    return ops.expand_dims(windows.heads(0, windows.table.shape[0]), 0)
 
 
 def added(scores, query_positions, key_length, high, low, *, symmetric, dtype, one_row):
@@ -109,7 +109,8 @@ def added(scores, query_positions, key_length, high, low, *, symmetric, dtype, o
         forms = {"symmetric": symmetric, "dtype": dtype, "one_row": one_row}
         return scores + bias(query_positions, key_length, high, low, **forms)
     windows = _Windows(query_positions, key_length, high, low, symmetric, dtype)
-    return _backend.add_in_slices(scores, windows.heads, len(high), _SLICE_BYTES)
+    heads = scores.shape[1]
+    return _backend.add_in_slices(scores, windows.heads, heads, _SLICE_BYTES)
 
 
 def _moves_windows(query_positions):
@@ -142,9 +143,11 @@ class _Windows:
         """The bias of heads ``start .. stop - 1``: `[stop - start, q, k]`."""
         whole = start == 0 and stop == self.table.shape[0]
         table = self.table if whole else self.table[start:stop]
-        if _backend.NAME == "torch" and self.key_length:
+        sizes = (self.q, self.key_length)
+        if _backend.NAME == "torch" and all(type(n) is int and n for n in sizes):
             # Row `i` is the window at `q - 1 - i`: views of the table, then
-            # one copy of whole rows (1.7x faster than `_windows`' gathers).
+            # one copy of whole rows (1.7x faster than `_windows`' gathers;
+            # not while `torch.jit.trace` records sizes as tensors).
             windows = table.unfold(-1, self.key_length, 1)[:, : self.q]
             return windows.flip(1)
         return _windows(table, self.q, self.key_length, self.blocks)
