@@ -433,11 +433,15 @@ def add_in_slices(x, slice_of, count, nbytes):
     fewer) is made whole, and so is `y` elsewhere (graphs, `torch.compile`
     and `torch.jit.trace` fuse or record it themselves).
     """
-    if NAME != "torch" or is_traced(x) or _torch_jit_tracing():
+    if NAME != "torch" or is_traced(x):
         return x + slice_of(0, count)
+    import torch
+
     entry = max(math.prod(x.shape[2:]) * x.element_size(), 1)
-    if entry * count <= _WHOLE_SLICES * nbytes:
-        return x + slice_of(0, count)  # small: stays in the cache whole
+    # Small, `y` stays in the cache whole; `torch.jit.trace` cannot record a
+    # Python function called with a Python callable.
+    if entry * count <= _WHOLE_SLICES * nbytes or torch.jit.is_tracing():
+        return x + slice_of(0, count)
     step = max(nbytes // entry, 1)
     return _sliced_add_function().apply(x, slice_of, count, step)
 
@@ -447,14 +451,6 @@ def add_in_slices(x, slice_of, count, nbytes):
 # `[8, 16, 512, 512]`, a 16 MiB bias: 1.11x a precomputed-bias add in 4 MiB
 # slices, 1.08x whole; at `[4, 32, 1024, 1024]`, 128 MiB: 1.10x, 1.18x).
 _WHOLE_SLICES = 8
-
-
-def _torch_jit_tracing():
-    """Whether `torch.jit.trace` is recording (it cannot record a Python
-    function called with a Python callable: the plain add instead)."""
-    import torch
-
-    return torch.jit.is_tracing()
 
 
 @functools.cache

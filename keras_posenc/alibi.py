@@ -363,10 +363,7 @@ class AlibiBias(PositionLayer):
         queries, checks = _query_positions(start_index, q, k, attention_scores)
         high, low = self._split(heads)
         forms = {"symmetric": self.symmetric, "one_row": self.one_row, "dtype": dtype}
-        if checks:
-            bias = _bias.bias(queries, k, high, low, **forms)
-            return attention_scores + _backend.guard(bias, checks)
-        return _bias.added(attention_scores, queries, k, high, low, **forms)
+        return _bias.added(attention_scores, queries, k, high, low, checks, **forms)
 
     def compute_output_shape(self, input_shape):
         return output_shape(input_shape)

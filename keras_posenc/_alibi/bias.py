@@ -96,8 +96,12 @@ def bias(query_positions, key_length, high, low, *, symmetric, dtype, one_row=Fa
     return ops.expand_dims(windows.heads(0, windows.table.shape[0]), 0)
 
 
-def added(scores, query_positions, key_length, high, low, *, symmetric, dtype, one_row):
-    """``scores + bias(query_positions, ...)`` for scores `[batch, H, q, k]`.
+def added(
+    scores, query_positions, key_length, high, low, checks, *, symmetric, dtype, one_row
+):
+    """``scores + bias(query_positions, ...)`` for scores `[batch, H, q, k]`,
+    under `checks` (`_backend.guard`'s: run-time conditions on traced
+    positions; eager calls have none).
 
     On eager torch a shared full bias is made a few heads at a time, each
     added as soon as it is made (`_backend.add_in_slices`): writing it
@@ -105,9 +109,10 @@ def added(scores, query_positions, key_length, high, low, *, symmetric, dtype, o
     1024]` on the CPU; made in slices of about `_SLICE_BYTES`, it costs
     what reading a precomputed one costs (benchmarks/README.md).
     """
-    if one_row or not _moves_windows(query_positions):
+    if checks or one_row or not _moves_windows(query_positions):
         forms = {"symmetric": symmetric, "dtype": dtype, "one_row": one_row}
-        return scores + bias(query_positions, key_length, high, low, **forms)
+        whole = bias(query_positions, key_length, high, low, **forms)
+        return scores + _backend.guard(whole, checks)
     windows = _Windows(query_positions, key_length, high, low, symmetric, dtype)
     heads = scores.shape[1]
     return _backend.add_in_slices(scores, windows.heads, heads, _SLICE_BYTES)

@@ -475,8 +475,9 @@ class Encoder:
         copies = values if steps and _backend.NAME != "torch" else 0
         return values + copies + _backend.ARRAY_OVERHEAD * (1 + len(steps))
 
-    def _keep(self, first, end, steps=True):
-        """``(base, rows, steps)`` of the block `block` keeps next."""
+    def _keep(self, first, end, steps):
+        """``(base, rows, steps)`` of the block `block` keeps next: a
+        decoding step block with `steps`, else a span."""
         if steps:
             base, rows = self.step_block(first)
             with _backend.eager_scope():
