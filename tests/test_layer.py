@@ -24,6 +24,7 @@ from _helpers import (
     TOL,
     keras,
     keras3_only,
+    max_diff,
     only_jax,
     only_tensorflow,
     random_inputs,
@@ -550,31 +551,33 @@ def test_jax_jit_of_stateless_call_equals_eager(options):
     np.testing.assert_array_equal(to_numpy(run(x, np.int32(3))), eager)
 
 
-@only_tensorflow
-@pytest.mark.parametrize(
-    "options",
-    [
-        pytest.param(
-            COMPUTE,
-            id="compute",
-            marks=pytest.mark.xfail(
-                reason="TF XLA on CPU: LLVM optimisation (likely fused multiply-adds) "
-                "rounds the engine's last steps differently per shape; holds with "
-                "XLA_FLAGS=--xla_backend_optimization_level=0 (reported)",
-            ),
-        ),
-        pytest.param(LOOKUP, id="lookup"),
-    ],
-)
-def test_tf_xla_decode_steps_equal_the_full_call_bit_for_bit(options):
-    # Within XLA too, a cached decode reproduces the full forward exactly.
+def _tf_xla_decode_and_full(options):
     import tensorflow as tf
 
     layer = _encoding(options)
     run = tf.function(lambda x, s: layer(x, start_index=s), jit_compile=True)
     full = to_numpy(run(_zeros(1), tf.constant(70)))[0]
     steps = [to_numpy(run(_zeros(1, 1), tf.constant(70 + t)))[0] for t in range(8)]
-    np.testing.assert_array_equal(np.concatenate(steps), full)
+    return np.concatenate(steps), full
+
+
+@only_tensorflow
+def test_tf_xla_lookup_decode_steps_equal_the_full_call_bit_for_bit():
+    # Within XLA too, a cached decode from the table reproduces the full
+    # forward exactly (both are slices of the same table).
+    steps, full = _tf_xla_decode_and_full(LOOKUP)
+    np.testing.assert_array_equal(steps, full)
+
+
+@only_tensorflow
+def test_tf_xla_compute_decode_steps_are_within_the_bound_of_the_full_call():
+    # TF XLA on a CPU may round the engine's last steps differently per
+    # shape (LLVM contracts them into fused multiply-adds on some CPUs; it
+    # holds bit for bit with --xla_backend_optimization_level=0), so what
+    # is promised there is the precision bound, not the bits.
+    steps, full = _tf_xla_decode_and_full(COMPUTE)
+    assert max_diff(steps, full) <= TOL
+    assert max_diff(full, reference(np.arange(70, 78), full.shape[-1])) <= TOL
 
 
 @only_jax

@@ -1,13 +1,14 @@
-"""Every `python` code block of the README runs as written, on this pass's backend.
+"""Every `python` code block of the README and of the docs pages runs as written.
 
 A reader copies a block into a fresh interpreter: each block is executed
-alone, in a new namespace (so it must hold its own imports), in a temporary
-directory. Blocks that only show a signature are marked `text`, not
-`python`. The command lines of its `bash` blocks use only flags that the
-command line has.
+alone, on this pass's backend, in a new namespace (so it must hold its own
+imports), in a temporary directory. Blocks that only show a signature are
+marked `text`, not `python`. The command lines of its `bash` blocks use
+only flags that the command line has.
 """
 
 import configparser
+import glob
 import os
 import re
 import shlex
@@ -20,12 +21,14 @@ from keras_posenc import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+# The documentation site's pages (docs/*.md), held to the README's rule.
+DOCS_PAGES = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 # ```lang ... ``` at the start of a line, lang captured.
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
-def blocks(language):
-    with open(README, encoding="utf-8") as f:
+def blocks(language, page=README):
+    with open(page, encoding="utf-8") as f:
         text = f.read()
     return [
         (text[: match.start()].count("\n") + 1, match.group(2))
@@ -35,6 +38,11 @@ def blocks(language):
 
 
 PYTHON = blocks("python")
+DOCS_PYTHON = [
+    (os.path.relpath(page, ROOT), line, source)
+    for page in DOCS_PAGES
+    for line, source in blocks("python", page)
+]
 
 
 def test_readme_first_screen_shows_code():
@@ -44,11 +52,7 @@ def test_readme_first_screen_shows_code():
     assert "```python" in head
 
 
-@pytest.mark.skipif(LEGACY, reason="the README's examples use Keras 3")
-@pytest.mark.parametrize(
-    "line, source", PYTHON, ids=[f"line-{line}" for line, _ in PYTHON]
-)
-def test_readme_python_block_runs_as_written(line, source, tmp_path, monkeypatch):
+def _run_block(where, source, tmp_path, monkeypatch):
     # exec in a fresh namespace: a missing import is a NameError here, a
     # signature written as Python a SyntaxError. A block for one backend
     # says so on its first line (`# KERAS_BACKEND=jax`) and runs on that pass.
@@ -56,8 +60,34 @@ def test_readme_python_block_runs_as_written(line, source, tmp_path, monkeypatch
     if wanted and wanted.group(1) != BACKEND:
         pytest.skip(f"a {wanted.group(1)} example")
     monkeypatch.chdir(tmp_path)
-    code = compile(source, f"README.md, block at line {line}", "exec")
-    exec(code, {"__name__": "__readme__"})
+    exec(compile(source, where, "exec"), {"__name__": "__readme__"})
+
+
+@pytest.mark.skipif(LEGACY, reason="the README's examples use Keras 3")
+@pytest.mark.parametrize(
+    "line, source", PYTHON, ids=[f"line-{line}" for line, _ in PYTHON]
+)
+def test_readme_python_block_runs_as_written(line, source, tmp_path, monkeypatch):
+    _run_block(f"README.md, block at line {line}", source, tmp_path, monkeypatch)
+
+
+@pytest.mark.skipif(LEGACY, reason="the docs' examples use Keras 3")
+@pytest.mark.parametrize(
+    "page, line, source",
+    DOCS_PYTHON,
+    ids=[f"{page}-line-{line}" for page, line, _ in DOCS_PYTHON],
+)
+def test_docs_page_python_block_runs_as_written(
+    page, line, source, tmp_path, monkeypatch
+):
+    # The site's pages are read the same way: a block copied from a page
+    # runs alone (a FLUX block once used a `q` defined nowhere).
+    _run_block(f"{page}, block at line {line}", source, tmp_path, monkeypatch)
+
+
+def test_docs_pages_have_python_blocks_to_run():
+    # The collection above found the pages: an empty glob would run nothing.
+    assert len(DOCS_PAGES) >= 10 and len(DOCS_PYTHON) >= 10, DOCS_PAGES
 
 
 def _command_lines():
@@ -108,8 +138,16 @@ def test_readme_quick_test_command_selects_existing_tests_and_ci_runs_all(
     assert words[0] == "-m", words
     declared = {m.split(":")[0] for m in pytestconfig.getini("markers")}
     assert set(words[1].split()) - {"and", "or", "not"} <= declared, words[1]
-    paths = words[2:]
+    # Paths, or test ids (`file::test`) of a few tests of a family.
+    paths = [w.split("::")[0] for w in words[2:]]
     assert paths and all(os.path.exists(os.path.join(ROOT, p)) for p in paths), paths
+    # Every family is tried by the quick command, not only the two layers.
+    families = {"test_timestep", "test_grid", "test_rope_axes", "test_alibi"}
+    assert families <= {os.path.basename(p)[:-3] for p in paths}, paths
+    for test_id in (w for w in words[2:] if "::" in w):
+        path, name = test_id.split("::")
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            assert f"\ndef {name}(" in f.read(), test_id
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
         ci = f.read()
     assert re.search(
