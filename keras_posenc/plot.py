@@ -285,14 +285,10 @@ def wavelengths(
 
     Args:
         depth: int. Number of dimensions. Defaults to `64`.
-        max_wavelength: float. The base of the wavelengths. Defaults to
-            `10000.0`.
-        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
-            Defaults to `None`.
+        max_wavelength, ax: as in `heatmap`.
 
     Returns:
-        The matplotlib figure drawn on: a new `Figure`, or the one (or the
-        `SubFigure`) holding `ax` when given.
+        The figure drawn on, as in `heatmap`.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -339,16 +335,13 @@ def similarity(
         length: int. Positions `0 .. length - 1` are compared with `origin`,
             with `length * depth <= 2**24`. Defaults to `128`.
         depth: int. Number of dimensions. Defaults to `64`.
-        max_wavelength: float. The base of the wavelengths. Defaults to
-            `10000.0`.
+        max_wavelength: as in `heatmap`.
         origin: int. The position `p`, in `[0, length)`. Defaults to
             `length // 2`.
-        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
-            Defaults to `None`.
+        ax: as in `heatmap`.
 
     Returns:
-        The matplotlib figure drawn on: a new `Figure`, or the one (or the
-        `SubFigure`) holding `ax` when given.
+        The figure drawn on, as in `heatmap`.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -392,14 +385,10 @@ def similarity_matrix(
     Args:
         length: int. Number of positions, at most `4096`. Defaults to `128`.
         depth: int. Number of dimensions. Defaults to `64`.
-        max_wavelength: float. The base of the wavelengths. Defaults to
-            `10000.0`.
-        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
-            Defaults to `None`.
+        max_wavelength, ax: as in `heatmap`.
 
     Returns:
-        The matplotlib figure drawn on: a new `Figure`, or the one (or the
-        `SubFigure`) holding `ax` when given.
+        The figure drawn on, as in `heatmap`.
 
     Example (needs only `keras_posenc` and matplotlib):
 
@@ -487,18 +476,15 @@ def precision(
 
     Args:
         depth: int. Number of dimensions. Defaults to `64`.
-        max_wavelength: float. The base of the wavelengths. Defaults to
-            `10000.0`.
+        max_wavelength: as in `heatmap`.
         exponents: integers in `[1, 31]`: the windows end at positions
             `2**e`. Defaults to `4, 6, ..., 24`.
         window: int. Positions per window, with `window * depth <= 2**24`.
             Defaults to `256`.
-        ax: matplotlib `Axes` to draw into, or `None` for a new `Figure`.
-            Defaults to `None`.
+        ax: as in `heatmap`.
 
     Returns:
-        The matplotlib figure drawn on: a new `Figure`, or the one (or the
-        `SubFigure`) holding `ax` when given.
+        The figure drawn on, as in `heatmap`.
         Its first line is the naive error, its second ours.
 
     Example (needs only `keras_posenc` and matplotlib):
@@ -632,19 +618,15 @@ def save_png(
     https://arxiv.org/abs/1706.03762.
 
     Args:
-        figure: a matplotlib `Figure`.
+        figure, overwrite, dpi: as in `save`.
         path: str or os.PathLike. The file to write, ending in `.png`.
-        overwrite: bool. Replace an existing regular file at `path`.
-            Defaults to `False`.
-        dpi: int. Resolution. Defaults to `110`.
 
     Returns:
         The absolute path written.
 
     Raises:
-        FileExistsError: if `path` exists and `overwrite` is false.
-        ValueError: if `path` does not end in `.png`, or may not be
-            replaced (not a regular file).
+        FileExistsError, ValueError: as in `save`; `ValueError` also if
+            `path` does not end in `.png`.
 
     Example (writes a file, so not run here):
 
