@@ -263,6 +263,71 @@ def interleaved_times(runners, reps, warmup=2):
     return times
 
 
+def speed_of(runners, reps, floor):
+    """Times `runners` interleaved; each one's summary and ratio to the floor.
+
+    Args:
+        runners: `{key: callable()}`. A key is a configuration's name, or a
+            `(name, mode)` pair when each configuration runs in several
+            modes (each is then divided by `(floor, mode)`).
+        reps: repetitions (`interleaved_times`).
+        floor: the name of the baseline every runner is divided by.
+
+    Returns:
+        `{name: time_summary}`, or `{name: {mode: time_summary}}` for pairs,
+        in the runners' order.
+    """
+    times = interleaved_times(runners, reps)
+    if not all(isinstance(key, tuple) for key in runners):
+        return {key: time_summary(times[key], times[floor]) for key in runners}
+    speed = {}
+    for name, mode in runners:
+        speed.setdefault(name, {})[mode] = time_summary(
+            times[(name, mode)], times[(floor, mode)]
+        )
+    return speed
+
+
+def section_of(info, shape, reps, speed, **fields):
+    """One backend's section as the results files hold it.
+
+    `run` (the machine), `fields` (e.g. `mode`), `shape`, `reps`, the load
+    average at the end of the timings (`load_end`), then `speed`.
+    """
+    section = {"run": info, **fields, "shape": list(shape), "reps": reps}
+    section["load_end"] = load_average()
+    section["speed"] = speed
+    return section
+
+
+def ratio_table(sections, labels, modes):
+    """Ratios to the floor, every backend and mode side by side.
+
+    Args:
+        sections: `{backend: section}` whose `speed` is keyed by name, then
+            mode.
+        labels: `{name: label}`: the rows, in order.
+        modes: `{backend: (mode, ...)}`: the columns of each backend.
+
+    Returns:
+        A markdown table: `ratio (min ratio)` per cell, `-` where a
+        configuration did not run.
+    """
+    columns = [(backend, mode) for backend in sections for mode in modes[backend]]
+    header = ["median time / floor"] + [f"{b}: {m}" for b, m in columns]
+    body = []
+    for name, label in labels.items():
+        cells = []
+        for backend, mode in columns:
+            cell = sections[backend]["speed"].get(name, {}).get(mode)
+            text = "-" if cell is None else f"{cell['ratio']:.2f}x"
+            if cell is not None:
+                text += f" (min {cell['min_ratio']:.2f}x)"
+            cells.append(text)
+        body.append([label] + cells)
+    return markdown_table(header, body)
+
+
 def steady_heap():
     """Keeps freed buffers up to 32 MiB in the process (glibc), for stable times.
 

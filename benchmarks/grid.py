@@ -103,16 +103,8 @@ def run(shape, reps):
     the float32 formula."""
     info = _common.run_info(BACKEND)
     print(_common.machine_line(info))
-    times = _common.interleaved_times(runners(shape), reps)
-    speed = {k: _common.time_summary(t, times[FORMULA]) for k, t in times.items()}
-    section = {
-        "run": info,
-        "mode": MODE[BACKEND],
-        "shape": list(shape),
-        "reps": reps,
-        "load_end": _common.load_average(),
-        "speed": speed,
-    }
+    speed = _common.speed_of(runners(shape), reps, FORMULA)
+    section = _common.section_of(info, shape, reps, speed, mode=MODE[BACKEND])
     print(markdown(section))
     return section
 

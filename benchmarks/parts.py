@@ -120,17 +120,8 @@ def run(shape, reps, steady_heap=True):
         "steady_heap": steady_heap and _common.steady_heap(),
     }
     print(_common.machine_line(info))
-    parts = runners(shape)
-    times = _common.interleaved_times(parts, reps)
-    speed = {k: _common.time_summary(times[k], times[FLOOR]) for k in parts}
-    section = {
-        "run": info,
-        "mode": MODE[BACKEND],
-        "shape": list(shape),
-        "reps": reps,
-        "load_end": _common.load_average(),
-        "speed": speed,
-    }
+    speed = _common.speed_of(runners(shape), reps, FLOOR)
+    section = _common.section_of(info, shape, reps, speed, mode=MODE[BACKEND])
     print(markdown(section))
     print("\n" + budget_line(BACKEND, section))
     return section

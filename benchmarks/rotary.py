@@ -223,21 +223,8 @@ def run(shape, reps, steady_heap=True):
             compiled = _compiled(fn, mode)
             runners[(name, mode)] = (lambda f: lambda: f(x, start))(compiled)
     with _no_grad():  # inference, as keras-hub's generate() runs
-        times = _common.interleaved_times(runners, reps)
-    names = list(dict.fromkeys(name for name, _ in runners))
-    section = {
-        "run": info,
-        "shape": list(shape),
-        "reps": reps,
-        "load_end": _common.load_average(),
-    }
-    section["speed"] = {
-        name: {
-            mode: _common.time_summary(times[(name, mode)], times[(FLOOR, mode)])
-            for mode in MODES[BACKEND]
-        }
-        for name in names
-    }
+        speed = _common.speed_of(runners, reps, FLOOR)
+    section = _common.section_of(info, shape, reps, speed)
     print(speed_markdown(section))
     rows = precision_rows()
     section["precision"] = {
@@ -264,21 +251,7 @@ def speed_markdown(section):
 
 def merged_markdown(sections):
     """Ratios to the floor, every backend and mode side by side."""
-    columns = [
-        (backend, mode) for backend, s in sections.items() for mode in MODES[backend]
-    ]
-    header = ["median time / floor"] + [f"{b}: {m}" for b, m in columns]
-    body = []
-    for name in LABELS:
-        cells = []
-        for backend, mode in columns:
-            cell = sections[backend]["speed"].get(name, {}).get(mode)
-            ratios = "-" if cell is None else f"{cell['ratio']:.2f}x"
-            if cell is not None:
-                ratios += f" (min {cell['min_ratio']:.2f}x)"
-            cells.append(ratios)
-        body.append([LABELS[name]] + cells)
-    return _common.markdown_table(header, body)
+    return _common.ratio_table(sections, LABELS, MODES)
 
 
 def goals(sections):

@@ -114,12 +114,9 @@ def _compiled(fn):
 def speed(reps, batch):
     t = ops.convert_to_tensor(_timesteps(1.0, batch, seed=1))
     floor, ours = _compiled(_floor), _compiled(_ours)
-    times = _common.interleaved_times(
-        {FLOOR: lambda: floor(t), OURS: lambda: ours(t)}, reps
+    return _common.speed_of(
+        {FLOOR: lambda: floor(t), OURS: lambda: ours(t)}, reps, FLOOR
     )
-    return {
-        key: _common.time_summary(times[key], times[FLOOR]) for key in (FLOOR, OURS)
-    }
 
 
 def run(reps, batch, count):
