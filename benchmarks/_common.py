@@ -12,6 +12,7 @@ level.
 """
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import json
@@ -263,6 +264,94 @@ def interleaved_times(runners, reps, warmup=2):
     return times
 
 
+def compiled(fn, mode):
+    """`fn` compiled as `mode` says: `"tf.function"` (`" + XLA"`: with
+    `jit_compile`), `"jax.jit"`, or anything else (eager) as it is."""
+    if mode.startswith("tf.function"):
+        import tensorflow as tf
+
+        return tf.function(fn, autograph=False, jit_compile=mode.endswith("XLA"))
+    if mode == "jax.jit":
+        import jax
+
+        return jax.jit(fn)
+    return fn
+
+
+def no_grad(backend):
+    """torch's `no_grad()` on torch (restored after: the caller may train),
+    inference as keras-hub's `generate()` runs; nothing elsewhere."""
+    if backend != "torch":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.no_grad()
+
+
+def parse_shape(text):
+    """`--shape` values: comma-separated integers."""
+    return tuple(int(v) for v in text.split(","))
+
+
+def add_layer_arguments(parser, reps, shape_help):
+    """The options of a layer's benchmark: `--reps`, `--smoke`, `--shape`,
+    `--torch-threads` (one by default: two threads wait on each other on a
+    busy 2-core machine) and `--one-core`."""
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny shape, one repetition"
+    )
+    parser.add_argument("--shape", type=parse_shape, help=shape_help)
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="torch intra-op threads"
+    )
+    add_one_core_argument(parser)
+
+
+def layer_main(argv, module, run, shape_help):
+    """`main` of a layer's benchmark (`alibi`, `rotary`): its options
+    (`add_layer_arguments`), every backend asked for in child processes,
+    or this one's section, run, summed up and written.
+
+    Args:
+        argv: the command line's arguments, or `None` for `sys.argv[1:]`.
+        module: the benchmark's module: its `__doc__`, `NAME`, `BACKEND`,
+            `REPS`, `SHAPE`, `SMOKE_SHAPE`, `merged_markdown` and `goals`.
+        run: `run(shape, reps, smoke)`, the backend's section.
+        shape_help: the help of `--shape`.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argument_parser(module.__doc__, module.NAME)
+    add_layer_arguments(parser, module.REPS, shape_help)
+    args = parser.parse_args(argv)
+    check_one_core(parser, args)
+    suffix = one_core_suffix(args)
+    sections = run_requested_backends(
+        module.NAME,
+        argv,
+        args,
+        module.BACKEND,
+        module.merged_markdown,
+        suffix=suffix,
+        summary=module.goals,
+    )
+    if sections is not None:
+        return sections
+    set_torch_threads(module.BACKEND, args.torch_threads)
+    shape = args.shape or (module.SMOKE_SHAPE if args.smoke else module.SHAPE)
+    section = run(shape, 1 if args.smoke else args.reps, args.smoke)
+    print("\n" + module.goals({module.BACKEND: section}))
+    return write_section(module.NAME, module.BACKEND, section, args, suffix)
+
+
+def set_torch_threads(backend, threads):
+    """torch's intra-op threads, on torch (`threads=None`: torch's default)."""
+    if backend == "torch" and threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 def speed_of(runners, reps, floor):
     """Times `runners` interleaved; each one's summary and ratio to the floor.
 
@@ -300,6 +389,27 @@ def section_of(info, shape, reps, speed, **fields):
     return section
 
 
+def modes_table(section, labels, axes, backend, faults=False):
+    """One backend's times per configuration (rows) and mode (columns).
+
+    `axes` names the shape's dimensions (`"B, H, Q, K"`); with `faults`,
+    a column per mode of minor page faults per call follows.
+    """
+    shape = ", ".join(map(str, section["shape"]))
+    modes = list(next(iter(section["speed"].values())))
+    header = [f"({axes}) = ({shape}), {backend}"]
+    header += [f"{mode}: ms (x floor; min x floor) [min-max]" for mode in modes]
+    if faults:
+        header += [f"{mode}: page faults per call" for mode in modes]
+    body = []
+    for name, cells in section["speed"].items():
+        row = [labels[name]] + [fmt_ms(s) for s in cells.values()]
+        if faults:
+            row += [f"{s.get('faults', 0):.0f}" for s in cells.values()]
+        body.append(row)
+    return markdown_table(header, body)
+
+
 def ratio_table(sections, labels, modes):
     """Ratios to the floor, every backend and mode side by side.
 
@@ -326,6 +436,20 @@ def ratio_table(sections, labels, modes):
             cells.append(text)
         body.append([label] + cells)
     return markdown_table(header, body)
+
+
+def goal_line(backend, mode, speed, ours, goal, keras_hub=None, digits=1):
+    """``backend mode: ours Rx floor (medians; Mx by minimums) (within Gx)``
+    and, where keras-hub ran (`speed[keras_hub]`), whether ours is faster."""
+    cell = speed[ours][mode]
+    line = f"{backend} {mode}: ours {cell['ratio']:.2f}x floor (medians; "
+    line += f"{cell['min_ratio']:.2f}x by minimums)"
+    line += f" ({'within' if cell['ratio'] <= goal else 'above'} {goal}x)"
+    if keras_hub in speed:
+        hub = speed[keras_hub][mode]["median_ms"]
+        verdict = "faster" if cell["median_ms"] < hub else "slower"
+        line += f"; {verdict} than keras-hub ({hub:.{digits}f} ms)"
+    return line
 
 
 def steady_heap():

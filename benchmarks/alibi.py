@@ -25,7 +25,6 @@ mode. `--all-backends` runs one subprocess per backend and merges the
 ratios.
 """
 
-import contextlib
 import sys
 
 from benchmarks import _common
@@ -44,6 +43,7 @@ BACKEND = keras.backend.backend()
 NAME = "alibi"
 SHAPE = (8, 32, 1024, 1024)
 SMOKE_SHAPE = (1, 4, 8, 8)
+REPS = 7
 
 FLOOR, OURS, KERAS_HUB = "floor", "ours", "keras_hub"
 FLOOR_ROW, OURS_ROW = "floor_one_row", "ours_one_row"
@@ -106,26 +106,6 @@ def configurations(shape):
     return configs
 
 
-def _compiled(fn, mode):
-    if mode.startswith("tf.function"):
-        import tensorflow as tf
-
-        return tf.function(fn, autograph=False, jit_compile=mode.endswith("XLA"))
-    if mode == "jax.jit":
-        import jax
-
-        return jax.jit(fn)
-    return fn
-
-
-def _no_grad():
-    if BACKEND != "torch":
-        return contextlib.nullcontext()
-    import torch
-
-    return torch.no_grad()
-
-
 def run(shape, reps):
     """One backend's section: timings and ratios per configuration and mode."""
     info = _common.run_info(BACKEND)
@@ -136,9 +116,9 @@ def run(shape, reps):
     runners = {}
     for name, layer in configurations(shape).items():
         for mode in MODES[BACKEND]:
-            compiled = _compiled(lambda x, layer=layer: layer(x), mode)
+            compiled = _common.compiled(lambda x, layer=layer: layer(x), mode)
             runners[(name, mode)] = (lambda f: lambda: f(scores))(compiled)
-    with _no_grad():
+    with _common.no_grad(BACKEND):
         speed = _common.speed_of(runners, reps, FLOOR)
     section = _common.section_of(info, shape, reps, speed)
     print(speed_markdown(section))
@@ -146,15 +126,7 @@ def run(shape, reps):
 
 
 def speed_markdown(section):
-    shape = ", ".join(map(str, section["shape"]))
-    modes = list(next(iter(section["speed"].values())))
-    header = [f"(B, H, Q, K) = ({shape}), {BACKEND}"]
-    header += [f"{mode}: ms (x floor; min x floor) [min-max]" for mode in modes]
-    body = [
-        [LABELS[name]] + [_common.fmt_ms(s) for s in cells.values()]
-        for name, cells in section["speed"].items()
-    ]
-    return _common.markdown_table(header, body)
+    return _common.modes_table(section, LABELS, "B, H, Q, K", BACKEND)
 
 
 def merged_markdown(sections):
@@ -168,13 +140,7 @@ def goals(sections):
     for backend, section in sections.items():
         speed = section["speed"]
         for mode in MODES[backend]:
-            ratio = speed[OURS][mode]["ratio"]
-            line = f"{backend} {mode}: ours {ratio:.2f}x floor "
-            line += f"({'within' if ratio <= GOAL else 'above'} {GOAL}x)"
-            if KERAS_HUB in speed:
-                hub = speed[KERAS_HUB][mode]["median_ms"]
-                verdict = "faster" if speed[OURS][mode]["median_ms"] < hub else "slower"
-                line += f"; {verdict} than keras-hub ({hub:.1f} ms)"
+            line = _common.goal_line(backend, mode, speed, OURS, GOAL, KERAS_HUB)
             row = speed[OURS_ROW][mode]["median_ms"]
             row_floor = speed[FLOOR_ROW][mode]["median_ms"]
             line += f"; one-row form {row / row_floor:.2f}x its floor"
@@ -187,40 +153,13 @@ def goals(sections):
     return "\n".join(lines)
 
 
-def parse_shape(text):
-    return tuple(int(v) for v in text.split(","))
-
-
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny shape, one repetition"
+    return _common.layer_main(
+        argv,
+        sys.modules[__name__],
+        lambda shape, reps, smoke: run(shape, reps),
+        "B,H,Q,K instead of 8,32,1024,1024",
     )
-    parser.add_argument(
-        "--shape", type=parse_shape, help="B,H,Q,K instead of 8,32,1024,1024"
-    )
-    parser.add_argument(
-        "--torch-threads", type=int, default=1, help="torch intra-op threads"
-    )
-    _common.add_one_core_argument(parser)
-    args = parser.parse_args(argv)
-    _common.check_one_core(parser, args)
-    suffix = _common.one_core_suffix(args)
-    sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, merged_markdown, suffix=suffix, summary=goals
-    )
-    if sections is not None:
-        return sections
-    if BACKEND == "torch":
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
-    shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
-    section = run(shape, 1 if args.smoke else args.reps)
-    print("\n" + goals({BACKEND: section}))
-    return _common.write_section(NAME, BACKEND, section, args, suffix)
 
 
 if __name__ == "__main__":

@@ -218,10 +218,7 @@ def main(argv=None):
     )
     if sections is not None:
         return sections
-    if BACKEND == "torch":
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
+    _common.set_torch_threads(BACKEND, args.torch_threads)
     reps, steps = (3, 4) if args.smoke else (args.reps, args.steps)
     section = _common.run_info(BACKEND)
     print(_common.machine_line(section), flush=True)

@@ -474,10 +474,7 @@ def main(argv=None):
     )
     if sections is not None:
         return sections
-    if args.torch_threads and BACKEND == "torch":
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
+    _common.set_torch_threads(BACKEND, args.torch_threads)
     shapes = args.shape or (SMOKE_SHAPES if args.smoke else SHAPES)
     memory = not (args.no_memory or args.smoke)
     section = run(shapes, 1 if args.smoke else args.reps, memory, args.smoke)

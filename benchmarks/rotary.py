@@ -34,7 +34,6 @@ float32 `inv_freq`); and positions rounded to bfloat16 first (keras-hub
 frequencies, exact to 2e-9 at these positions.
 """
 
-import contextlib
 import itertools
 import sys
 
@@ -56,6 +55,7 @@ BACKEND = keras.backend.backend()
 NAME = "rotary"
 SHAPE = (4, 2048, 8, 64)
 SMOKE_SHAPE = (1, 64, 2, 16)
+REPS = 21
 LANDMARKS = (2**11, 2**16, 2**20, 2**24)
 WINDOW, PRECISION_DIM = 64, 128
 
@@ -181,27 +181,6 @@ def configurations(shape):
     return configs
 
 
-def _compiled(fn, mode):
-    if mode.startswith("tf.function"):
-        import tensorflow as tf
-
-        return tf.function(fn, autograph=False, jit_compile=mode.endswith("XLA"))
-    if mode == "jax.jit":
-        import jax
-
-        return jax.jit(fn)
-    return fn
-
-
-def _no_grad():
-    """torch's `no_grad()` on torch (restored after: the caller may train)."""
-    if BACKEND != "torch":
-        return contextlib.nullcontext()
-    import torch
-
-    return torch.no_grad()
-
-
 def run(shape, reps, steady_heap=True):
     """One backend's section: timings and ratios per configuration and mode.
 
@@ -220,9 +199,9 @@ def run(shape, reps, steady_heap=True):
     runners = {}
     for name, fn in configurations(shape).items():
         for mode in MODES[BACKEND]:
-            compiled = _compiled(fn, mode)
+            compiled = _common.compiled(fn, mode)
             runners[(name, mode)] = (lambda f: lambda: f(x, start))(compiled)
-    with _no_grad():  # inference, as keras-hub's generate() runs
+    with _common.no_grad(BACKEND):  # inference, as keras-hub's generate() runs
         speed = _common.speed_of(runners, reps, FLOOR)
     section = _common.section_of(info, shape, reps, speed)
     print(speed_markdown(section))
@@ -235,18 +214,7 @@ def run(shape, reps, steady_heap=True):
 
 
 def speed_markdown(section):
-    shape = ", ".join(map(str, section["shape"]))
-    modes = list(next(iter(section["speed"].values())))
-    header = [f"(B, L, H, D) = ({shape}), {BACKEND}"]
-    header += [f"{mode}: ms (x floor; min x floor) [min-max]" for mode in modes]
-    header += [f"{mode}: page faults per call" for mode in modes]
-    body = [
-        [LABELS[name]]
-        + [_common.fmt_ms(s) for s in cells.values()]
-        + [f"{s.get('faults', 0):.0f}" for s in cells.values()]
-        for name, cells in section["speed"].items()
-    ]
-    return _common.markdown_table(header, body)
+    return _common.modes_table(section, LABELS, "B, L, H, D", BACKEND, faults=True)
 
 
 def merged_markdown(sections):
@@ -260,54 +228,20 @@ def goals(sections):
     for backend, section in sections.items():
         speed = section["speed"]
         for mode in MODES[backend]:
-            ratio = speed[OURS][mode]["ratio"]
-            line = f"{backend} {mode}: ours {ratio:.2f}x floor (medians; "
-            line += f"{speed[OURS][mode]['min_ratio']:.2f}x by minimums)"
-            line += f" ({'within' if ratio <= GOAL else 'above'} {GOAL}x)"
+            line = _common.goal_line(backend, mode, speed, OURS, GOAL, KERAS_HUB, 2)
             if OURS_NEW in speed:
                 line += f"; a new span every call {speed[OURS_NEW][mode]['ratio']:.2f}x"
-            if KERAS_HUB in speed:
-                hub = speed[KERAS_HUB][mode]["median_ms"]
-                verdict = "faster" if speed[OURS][mode]["median_ms"] < hub else "slower"
-                line += f"; {verdict} than keras-hub ({hub:.2f} ms)"
             lines.append(line)
     return "\n".join(lines)
 
 
-def parse_shape(text):
-    return tuple(int(v) for v in text.split(","))
-
-
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=21)
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny shape, one repetition"
+    return _common.layer_main(
+        argv,
+        sys.modules[__name__],
+        lambda shape, reps, smoke: run(shape, reps, steady_heap=not smoke),
+        "B,L,H,D instead of 4,2048,8,64",
     )
-    parser.add_argument(
-        "--shape", type=parse_shape, help="B,L,H,D instead of 4,2048,8,64"
-    )
-    parser.add_argument(
-        "--torch-threads", type=int, default=1, help="torch intra-op threads"
-    )
-    _common.add_one_core_argument(parser)
-    args = parser.parse_args(argv)
-    _common.check_one_core(parser, args)
-    suffix = _common.one_core_suffix(args)
-    sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, merged_markdown, suffix=suffix, summary=goals
-    )
-    if sections is not None:
-        return sections
-    if BACKEND == "torch":  # two threads wait on each other on a busy 2-core machine
-        import torch
-
-        torch.set_num_threads(args.torch_threads)
-    shape = args.shape or (SMOKE_SHAPE if args.smoke else SHAPE)
-    section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
-    print("\n" + goals({BACKEND: section}))
-    return _common.write_section(NAME, BACKEND, section, args, suffix)
 
 
 if __name__ == "__main__":

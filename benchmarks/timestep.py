@@ -99,21 +99,9 @@ def _ours(t):
     )
 
 
-def _compiled(fn):
-    if BACKEND == "jax":
-        import jax
-
-        return jax.jit(fn)
-    if BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, autograph=False)
-    return fn
-
-
 def speed(reps, batch):
     t = ops.convert_to_tensor(_timesteps(1.0, batch, seed=1))
-    floor, ours = _compiled(_floor), _compiled(_ours)
+    floor, ours = _common.compiled(_floor, MODE), _common.compiled(_ours, MODE)
     return _common.speed_of(
         {FLOOR: lambda: floor(t), OURS: lambda: ours(t)}, reps, FLOOR
     )
