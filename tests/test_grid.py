@@ -577,9 +577,93 @@ def test_lookup_needs_max_grid_shape():
             "or [batch, N, C] tokens",
         ),
         ((1, 4, 4, 10), {}, {}, "inputs", "a positive multiple of 4 for a 2-D grid"),
+        (
+            (1, 1, 8),
+            {"extra_tokens": 64},
+            {},
+            "inputs",
+            "[batch, N, C] tokens with N > extra_tokens=64",
+        ),
+        (
+            (1, 2, 8),
+            {"extra_tokens": 2},
+            {},
+            "inputs",
+            "[batch, N, C] tokens with N > extra_tokens=2",
+        ),
     ],
 )
 def test_bad_inputs_raise_naming_them(shape, kwargs, call, name, expected):
     pattern = f"Received an invalid value for `{name}`, expected {expected}. Received: "
     with pytest.raises(ValueError, match=re.escape(pattern)):
         GridPositionEncoding(**kwargs)(np.zeros(shape, "float32"), **call)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit: token counts are static")
+def test_tokens_that_do_not_fit_raise_under_jax_jit():
+    # Shapes are known when traced: the eager refusal, not a broadcast.
+    layer = GridPositionEncoding(extra_tokens=2)
+    with pytest.raises(ValueError, match=re.escape("N > extra_tokens=2")):
+        traced(layer)(np.zeros((1, 1, 8), "float32"))
+
+
+# Token inputs of a count known only when the graph runs (a serving
+# signature): (layer arguments, call grid_shape, token count, the check's text).
+UNFITTED_TOKENS = [
+    ({"grid_shape": (1, 1)}, None, 6, "`grid_shape`: expected 1 tokens"),
+    ({}, (2, 3), 1, "`grid_shape`: expected 6 tokens"),
+    ({"extra_tokens": 1}, (2, 2), 4, "`grid_shape`: expected 5 tokens"),
+    ({"extra_tokens": 64}, None, 1, "`inputs`: expected more than extra_tokens=64"),
+    ({"extra_tokens": 2}, None, 2, "`inputs`: expected more than extra_tokens=2"),
+]
+
+
+def _token_function(kwargs, grid_shape, jit_compile):
+    import tensorflow as tf
+
+    layer = GridPositionEncoding(**kwargs)
+    spec = tf.TensorSpec((1, None, 8), tf.float32)
+    return tf.function(
+        lambda x: layer(x, grid_shape=grid_shape),
+        input_signature=[spec],
+        jit_compile=jit_compile,
+        autograph=False,
+    )
+
+
+@only_tensorflow
+@pytest.mark.parametrize("kwargs, grid_shape, count, message", UNFITTED_TOKENS)
+def test_tokens_that_do_not_fit_fail_a_graph_assertion(
+    kwargs, grid_shape, count, message
+):
+    import tensorflow as tf
+
+    fn = _token_function(kwargs, grid_shape, jit_compile=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
+        fn(np.zeros((1, count, 8), "float32"))
+
+
+@only_tensorflow
+@pytest.mark.parametrize("kwargs, grid_shape, count, message", UNFITTED_TOKENS)
+def test_tokens_that_do_not_fit_are_nan_under_xla(kwargs, grid_shape, count, message):
+    # XLA runs no assertion: every row is NaN, in the inputs' shape.
+    out = _token_function(kwargs, grid_shape, jit_compile=True)(
+        np.zeros((1, count, 8), "float32")
+    )
+    assert tuple(out.shape) == (1, count, 8)
+    assert np.isnan(out.numpy()).all()
+
+
+@only_tensorflow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_tokens_that_fit_in_a_graph_of_unknown_count(jit_compile):
+    # The same rows as eagerly, with class tokens first.
+    for kwargs, grid_shape, count in (
+        ({"extra_tokens": 1}, (2, 2), 5),
+        ({"extra_tokens": 2}, None, 7),
+        ({"grid_shape": (2, 3)}, None, 6),
+    ):
+        fn = _token_function(kwargs, grid_shape, jit_compile)
+        x = np.zeros((1, count, 8), "float32")
+        eager = GridPositionEncoding(**kwargs)(x, grid_shape=grid_shape)
+        np.testing.assert_array_equal(fn(x).numpy(), to_numpy(eager))
