@@ -9,7 +9,7 @@ rounding (`_exact/grid_rows.py`).
 import math
 from typing import Any
 
-from keras import ops
+from keras import backend, ops
 
 from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
@@ -298,6 +298,9 @@ class GridPositionEncoding(PositionLayer):
 
     @_backend.on_keras_device
     def call(self, inputs: Any, grid_shape: Any = None) -> Any:
+        dtype = _backend.dtype_name(inputs)
+        if not backend.is_float_dtype(dtype):
+            raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
         sizes, checks = self._grid(inputs, grid_shape or self._options.grid_shape)
         rows = self._rows_of(len(sizes))
         table = rows(sizes, "inputs" if len(inputs.shape) > 3 else "grid_shape")

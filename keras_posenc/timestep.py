@@ -323,6 +323,7 @@ class TimestepEmbedding(keras.layers.Layer):
         # Timesteps are never cast to the compute dtype (nor converted by
         # Keras: `_checks.positions.reals` reads them as given).
         super().__init__(autocast=False, **kwargs)
+        _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
         self.options = options
         # Held, as RoPE layers hold theirs: a call reads no shared store (its
         # lock would break a `torch.compile` graph), and eviction never

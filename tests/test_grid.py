@@ -394,6 +394,35 @@ def test_mixed_precision_table_in_float32_cast_once():
     )
 
 
+INTEGER_DTYPE = (
+    "Received an invalid value for `dtype`, expected a floating dtype such as "
+    "'float32'. Received: dtype='int32'"
+)
+
+
+def test_an_integer_dtype_is_refused():
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        GridPositionEncoding(dtype="int32")
+
+
+@keras3_only  # tf-keras refuses an integer global policy itself
+def test_an_integer_policy_is_refused():
+    keras.mixed_precision.set_global_policy("int32")
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        GridPositionEncoding()
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2, 8), (1, 5, 8)])
+def test_integer_inputs_are_refused(shape):
+    # The table cast to the inputs' int32 would add 0s and 1s.
+    pattern = (
+        "Received an invalid value for `inputs`, expected a floating tensor. "
+        "Received: inputs='<dtype=int32>'"
+    )
+    with pytest.raises(ValueError, match=re.escape(pattern)):
+        GridPositionEncoding()(np.ones(shape, "int32"))
+
+
 def test_call_grid_shape_for_tokens():
     layer = GridPositionEncoding(extra_tokens=2)
     x = np.zeros((1, 2 + 15, 8), "float32")

@@ -170,6 +170,25 @@ def test_layer_never_rounds_timesteps_to_the_compute_dtype(policy):
     assert max_diff(got, rounded) > 0.5
 
 
+INTEGER_DTYPE = (
+    "Received an invalid value for `dtype`, expected a floating dtype such as "
+    "'float32'. Received: dtype='int32'"
+)
+
+
+def test_an_integer_dtype_is_refused():
+    # The embedding cast to int32 would be 0s and 1s.
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        keras_posenc.TimestepEmbedding(8, dtype="int32")
+
+
+@keras3_only  # tf-keras refuses an integer global policy itself
+def test_an_integer_policy_is_refused():
+    keras.mixed_precision.set_global_policy("int32")
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        keras_posenc.TimestepEmbedding(8)
+
+
 def test_given_frequencies_are_used_exactly():
     # A checkpoint's float32 frequencies, times scale, taken as given.
     w = np.exp(-np.log(10000.0) * np.arange(8, dtype=np.float32) / 8).astype(np.float32)
