@@ -557,6 +557,18 @@ ERRORS = [
         "a scale that keeps float32 positions below 2**31",
         "1e-30",
     ),
+    (  # rounds to a float32 zero: positions 0 / 0 and i / 0
+        {"interpolation_scale": 1e-300, "positions": "float32"},
+        "interpolation_scale",
+        "a scale that keeps float32 positions below 2**31",
+        "1e-300",
+    ),
+    (
+        {"interpolation_scale": 1e-300, "positions": "float32", "base_size": 16},
+        "interpolation_scale",
+        "a scale that keeps float32 positions below 2**31",
+        "1e-300",
+    ),
 ]
 
 
