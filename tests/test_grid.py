@@ -382,6 +382,23 @@ def test_lookup_past_the_max_grid_fails_at_run_time():
         fn(np.zeros((1, 5, 4, 8), "float32"))
 
 
+@only_tensorflow
+@pytest.mark.parametrize("mode", ["lookup", "compute"])
+@pytest.mark.parametrize("crop", ["center", "top_left"])
+def test_past_the_max_grid_is_nan_under_xla(mode, crop):
+    # XLA runs no assertion: the rows are NaN, never a raw slice error.
+    import tensorflow as tf
+
+    layer = GridPositionEncoding(mode=mode, max_grid_shape=(4, 4), crop=crop)
+    spec = tf.TensorSpec((None, None, None, 8), tf.float32)
+    fn = tf.function(layer, input_signature=[spec], jit_compile=True, autograph=False)
+    out = fn(np.zeros((1, 5, 4, 8), "float32")).numpy()
+    assert out.shape == (1, 5, 4, 8)
+    assert np.isnan(out).all()
+    x = np.zeros((1, 3, 4, 8), "float32")  # within: the eager bits
+    np.testing.assert_array_equal(fn(x).numpy(), to_numpy(layer(x)))
+
+
 def test_mixed_precision_table_in_float32_cast_once():
     layer = GridPositionEncoding(base_size=16, dtype="mixed_bfloat16")
     x = np.zeros((1, 4, 4, 16), "float32")

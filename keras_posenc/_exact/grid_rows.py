@@ -276,7 +276,12 @@ class GridRows:
         if self._computed():
             return self._rows(axis, width, table_size, first, size)
         table = self.tables[self.blocks.index((axis, width))]
-        return _backend.slice_rows(table, first, size)
+        if not _backend.is_tensor(size):  # checked now: within the table
+            return _backend.slice_rows(table, first, size)
+        # Known when a TF graph runs: indices clamped into the table, so that
+        # no op fails before the check (XLA runs none: the rows are NaN).
+        steps = ops.arange(size, dtype="int32")
+        return _backend.take_rows(table, ops.clip(first + steps, 0, table_size - 1))
 
 
 def _engine_of(rows, axis, width, size):
