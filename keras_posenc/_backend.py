@@ -131,8 +131,10 @@ def owned(x):
     """`x`, sharing memory with nothing the package keeps.
 
     torch results can be views a caller edits in place, and a JAX array can
-    be deleted or donated (`donate_argnums`): both get a copy. TF tensors
-    are immutable (`.numpy()` gives a copy).
+    be deleted or donated (`donate_argnums`): both get a copy. So do TF
+    tensors: immutable to TF, but a kept row (an `unstack`ed step) or an
+    aligned slice of a kept block shares its buffer, and a zero-copy DLPack
+    view of it (`tf.experimental.dlpack.to_dlpack`) is writable.
     """
     if NAME == "torch":
         return x.clone()
@@ -140,7 +142,9 @@ def owned(x):
         import jax.numpy as jnp
 
         return jnp.array(x, copy=True)
-    return x
+    import tensorflow as tf
+
+    return tf.raw_ops.DeepCopy(x=x)
 
 
 # Bytes a kept array costs beyond its values (the array object, its

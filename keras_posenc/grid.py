@@ -9,11 +9,12 @@ rounding (`_exact/grid_rows.py`).
 import math
 from typing import Any
 
-from keras import ops
+from keras import backend, ops
 
 from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.grid_options import GridOptions, check_grid_shape
+from keras_posenc._checks.positions import Check
 from keras_posenc._exact.grid_rows import GridRows
 from keras_posenc._keras import PositionLayer, keras, output_shape
 
@@ -24,6 +25,18 @@ def _with_tokens(table, dim, extra_tokens):
     if not extra_tokens:
         return table
     return ops.concatenate([ops.zeros((extra_tokens, dim), table.dtype), table], axis=0)
+
+
+def _fitted(table, tokens, checks):
+    """A token table of a count known when the graph runs, under `checks`.
+
+    At most `tokens` rows, so that a table of one row never broadcasts
+    over the tokens (nor one token over the table); where a check fails,
+    every row is NaN (`_backend.guard`: under XLA nothing else can refuse).
+    """
+    count = ops.minimum(tokens, ops.shape(table)[0])
+    table = ops.slice(table, ops.stack([0, 0]), ops.stack([count, table.shape[1]]))
+    return _backend.guard(table, checks)
 
 
 @_backend.not_autograph
@@ -234,7 +247,8 @@ class GridPositionEncoding(PositionLayer):
         return rows
 
     def _grid(self, inputs, grid_shape):
-        """The call's grid sizes (ints, or int32 tensors in a TF graph)."""
+        """The call's grid sizes (ints, or int32 tensors in a TF graph) and
+        the run-time checks that the tokens fit them."""
         shape = tuple(inputs.shape)
         if len(shape) > 3:
             dims = ops.shape(inputs)[1:-1]
@@ -243,30 +257,61 @@ class GridPositionEncoding(PositionLayer):
                 raise _arguments.invalid(
                     "grid_shape", f"the grid of the inputs, {known}", grid_shape
                 )
-            return [k if k is not None else d for k, d in zip(known, dims, strict=True)]
+            pairs = zip(known, dims, strict=True)
+            return [k if k is not None else d for k, d in pairs], ()
         extra = self._options.extra_tokens
+        tokens = shape[1]
         if grid_shape is None:
-            length = shape[1] if shape[1] is not None else ops.shape(inputs)[1]
-            return [length - extra]
+            if tokens is not None:
+                if tokens <= extra:
+                    raise _arguments.invalid(
+                        "inputs",
+                        f"[batch, N, C] tokens with N > extra_tokens={extra}",
+                        f"<shape={shape}>",
+                    )
+                return [tokens - extra], ()
+            tokens = ops.shape(inputs)[1]
+            # At least one grid row, so that no op sees a negative size
+            # (under XLA the check cannot stop them).
+            check = Check(
+                ops.greater(tokens, extra),
+                "Received an invalid value for `inputs`: expected more than "
+                f"extra_tokens={extra} tokens",
+            )
+            return [ops.maximum(tokens - extra, 1)], (check,)
         sizes = check_grid_shape("grid_shape", grid_shape)
-        if shape[1] is not None and shape[1] != extra + math.prod(sizes):
+        needed = extra + math.prod(sizes)
+        if tokens is not None and tokens != needed:
             raise _arguments.invalid(
                 "grid_shape",
-                f"a grid of the inputs' {shape[1]} tokens after extra_tokens={extra}",
+                f"a grid of the inputs' {tokens} tokens after extra_tokens={extra}",
                 grid_shape,
             )
-        return list(sizes)
+        if tokens is not None:
+            return list(sizes), ()
+        check = Check(
+            ops.equal(ops.shape(inputs)[1], needed),
+            f"Received an invalid value for `grid_shape`: expected {needed} tokens "
+            f"(extra_tokens={extra} and the grid {sizes}) in `inputs`",
+        )
+        return list(sizes), (check,)
 
     @_backend.on_keras_device
     def call(self, inputs: Any, grid_shape: Any = None) -> Any:
-        sizes = self._grid(inputs, grid_shape or self._options.grid_shape)
+        dtype = _backend.dtype_name(inputs)
+        if not backend.is_float_dtype(dtype):
+            raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
+        sizes, checks = self._grid(inputs, grid_shape or self._options.grid_shape)
         rows = self._rows_of(len(sizes))
         table = rows(sizes, "inputs" if len(inputs.shape) > 3 else "grid_shape")
         if len(inputs.shape) == 3:
             table = _with_tokens(table, self._dim, self._options.extra_tokens)
+        if checks:
+            table = _fitted(table, ops.shape(inputs)[1], checks)
         if table.dtype != inputs.dtype:  # a 16-bit policy: cast once
             table = ops.cast(table, inputs.dtype)
-        return inputs + table
+        with _backend.checks_first(checks):  # before a broadcast that fails
+            return inputs + table
 
     def compute_output_shape(self, input_shape):
         return output_shape(list(input_shape))

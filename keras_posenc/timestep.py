@@ -32,6 +32,7 @@ from keras_posenc._checks import positions as _positions
 from keras_posenc._exact import fractional as _fractional
 from keras_posenc._exact import kept as _kept
 from keras_posenc._exact.phase_constants import (
+    geometric_largest_log10,
     geometric_turns,
     radians_of,
     scaled_turns,
@@ -97,6 +98,7 @@ class TimestepOptions:
             _finite_positive("scale", scale),
             _given_frequencies(given, half),
         )
+        options.check_growth()
         largest = max((abs(t) for t in options.turns()), default=0)
         if largest > _fractional.MAX_TURNS:
             expected = (
@@ -105,6 +107,25 @@ class TimestepOptions:
             )
             raise _arguments.invalid("scale", expected, options.scale)
         return options
+
+    def check_growth(self):
+        """Refuses frequencies past `MAX_TURNS` that grow with `i` (a
+        `max_period` below 1), bounded in float before any decimal work:
+        their exact turns would take millions of digits."""
+        if self.inverse_frequencies is not None or self.max_period >= 1:
+            return
+        half = self.dim // 2
+        denominator = half - self.downscale_freq_shift
+        log10 = geometric_largest_log10(half, self.max_period, denominator, self.scale)
+        if log10 > math.log10(_fractional.MAX_TURNS) + 1e-9:
+            expected = (
+                "frequencies scale * max_period ** (-i / (dim // 2 - "
+                f"downscale_freq_shift)) of at most {_fractional.MAX_TURNS} turns "
+                f"({2 * math.pi * _fractional.MAX_TURNS:.0f} rad) per unit (with "
+                f"dim={self.dim}, downscale_freq_shift={self.downscale_freq_shift!r}"
+                f" and scale={self.scale!r} they reach 10**{log10:.4g} turns)"
+            )
+            raise _arguments.invalid("max_period", expected, self.max_period)
 
     def turns(self):
         """Turns per unit of timestep of each frequency, `scale` included
@@ -323,6 +344,7 @@ class TimestepEmbedding(keras.layers.Layer):
         # Timesteps are never cast to the compute dtype (nor converted by
         # Keras: `_checks.positions.reals` reads them as given).
         super().__init__(autocast=False, **kwargs)
+        _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
         self.options = options
         # Held, as RoPE layers hold theirs: a call reads no shared store (its
         # lock would break a `torch.compile` graph), and eviction never

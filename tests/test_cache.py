@@ -74,6 +74,9 @@ def _edit_in_place(result):
             result.numpy()[...] = 7.0
     elif BACKEND == "tensorflow":
         result.numpy()[...] = 7.0  # a copy: the tensor itself is immutable
+        # A zero-copy DLPack view of its buffer is writable.
+        torch = pytest.importorskip("torch")
+        torch.from_dlpack(result).add_(1.0)
     else:
         view = np.asarray(result)
         assert not view.flags.writeable
@@ -90,6 +93,29 @@ def test_editing_a_result_never_changes_a_later_result(entry, length):
     want = reference(40 + np.arange(length), DEPTH)
     for again in ALONE_RESULTS.values():
         np.testing.assert_allclose(to_numpy(again(length)), want, atol=TOL)
+
+
+# The other public functions, at one position or row (a decoding step) and
+# at several.
+FUNCTION_RESULTS = {
+    "rotary_cos": lambda n: keras_posenc.rotary_cos_sin(40 + np.arange(n), DEPTH)[0],
+    "rotary_sin": lambda n: keras_posenc.rotary_cos_sin(40 + np.arange(n), DEPTH)[1],
+    "timestep": lambda n: keras_posenc.timestep_embedding(
+        np.arange(n, dtype="float32"), DEPTH
+    ),
+    "grid": lambda n: keras_posenc.grid_sincos_table((n,), DEPTH),
+    "alibi": lambda n: keras_posenc.alibi_bias(4, 1, n),
+}
+
+
+@pytest.mark.parametrize("length", [5, 1], ids=["span", "step"])
+@pytest.mark.parametrize("entry", sorted(FUNCTION_RESULTS))
+def test_editing_a_function_result_never_changes_the_next_one(entry, length):
+    call = FUNCTION_RESULTS[entry]
+    call(length)
+    want = to_numpy(call(length)).copy()
+    _edit_in_place(call(length))
+    np.testing.assert_array_equal(to_numpy(call(length)), want)
 
 
 @only_torch

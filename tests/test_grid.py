@@ -382,6 +382,23 @@ def test_lookup_past_the_max_grid_fails_at_run_time():
         fn(np.zeros((1, 5, 4, 8), "float32"))
 
 
+@only_tensorflow
+@pytest.mark.parametrize("mode", ["lookup", "compute"])
+@pytest.mark.parametrize("crop", ["center", "top_left"])
+def test_past_the_max_grid_is_nan_under_xla(mode, crop):
+    # XLA runs no assertion: the rows are NaN, never a raw slice error.
+    import tensorflow as tf
+
+    layer = GridPositionEncoding(mode=mode, max_grid_shape=(4, 4), crop=crop)
+    spec = tf.TensorSpec((None, None, None, 8), tf.float32)
+    fn = tf.function(layer, input_signature=[spec], jit_compile=True, autograph=False)
+    out = fn(np.zeros((1, 5, 4, 8), "float32")).numpy()
+    assert out.shape == (1, 5, 4, 8)
+    assert np.isnan(out).all()
+    x = np.zeros((1, 3, 4, 8), "float32")  # within: the eager bits
+    np.testing.assert_array_equal(fn(x).numpy(), to_numpy(layer(x)))
+
+
 def test_mixed_precision_table_in_float32_cast_once():
     layer = GridPositionEncoding(base_size=16, dtype="mixed_bfloat16")
     x = np.zeros((1, 4, 4, 16), "float32")
@@ -392,6 +409,35 @@ def test_mixed_precision_table_in_float32_cast_once():
         to_numpy(ops.cast(y, "float32")).reshape(16, 16),
         to_numpy(ops.cast(table, "float32")),
     )
+
+
+INTEGER_DTYPE = (
+    "Received an invalid value for `dtype`, expected a floating dtype such as "
+    "'float32'. Received: dtype='int32'"
+)
+
+
+def test_an_integer_dtype_is_refused():
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        GridPositionEncoding(dtype="int32")
+
+
+@keras3_only  # tf-keras refuses an integer global policy itself
+def test_an_integer_policy_is_refused():
+    keras.mixed_precision.set_global_policy("int32")
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        GridPositionEncoding()
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2, 8), (1, 5, 8)])
+def test_integer_inputs_are_refused(shape):
+    # The table cast to the inputs' int32 would add 0s and 1s.
+    pattern = (
+        "Received an invalid value for `inputs`, expected a floating tensor. "
+        "Received: inputs='<dtype=int32>'"
+    )
+    with pytest.raises(ValueError, match=re.escape(pattern)):
+        GridPositionEncoding()(np.ones(shape, "int32"))
 
 
 def test_call_grid_shape_for_tokens():
@@ -528,6 +574,18 @@ ERRORS = [
         "a scale that keeps float32 positions below 2**31",
         "1e-30",
     ),
+    (  # rounds to a float32 zero: positions 0 / 0 and i / 0
+        {"interpolation_scale": 1e-300, "positions": "float32"},
+        "interpolation_scale",
+        "a scale that keeps float32 positions below 2**31",
+        "1e-300",
+    ),
+    (
+        {"interpolation_scale": 1e-300, "positions": "float32", "base_size": 16},
+        "interpolation_scale",
+        "a scale that keeps float32 positions below 2**31",
+        "1e-300",
+    ),
 ]
 
 
@@ -577,9 +635,93 @@ def test_lookup_needs_max_grid_shape():
             "or [batch, N, C] tokens",
         ),
         ((1, 4, 4, 10), {}, {}, "inputs", "a positive multiple of 4 for a 2-D grid"),
+        (
+            (1, 1, 8),
+            {"extra_tokens": 64},
+            {},
+            "inputs",
+            "[batch, N, C] tokens with N > extra_tokens=64",
+        ),
+        (
+            (1, 2, 8),
+            {"extra_tokens": 2},
+            {},
+            "inputs",
+            "[batch, N, C] tokens with N > extra_tokens=2",
+        ),
     ],
 )
 def test_bad_inputs_raise_naming_them(shape, kwargs, call, name, expected):
     pattern = f"Received an invalid value for `{name}`, expected {expected}. Received: "
     with pytest.raises(ValueError, match=re.escape(pattern)):
         GridPositionEncoding(**kwargs)(np.zeros(shape, "float32"), **call)
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax.jit: token counts are static")
+def test_tokens_that_do_not_fit_raise_under_jax_jit():
+    # Shapes are known when traced: the eager refusal, not a broadcast.
+    layer = GridPositionEncoding(extra_tokens=2)
+    with pytest.raises(ValueError, match=re.escape("N > extra_tokens=2")):
+        traced(layer)(np.zeros((1, 1, 8), "float32"))
+
+
+# Token inputs of a count known only when the graph runs (a serving
+# signature): (layer arguments, call grid_shape, token count, the check's text).
+UNFITTED_TOKENS = [
+    ({"grid_shape": (1, 1)}, None, 6, "`grid_shape`: expected 1 tokens"),
+    ({}, (2, 3), 1, "`grid_shape`: expected 6 tokens"),
+    ({"extra_tokens": 1}, (2, 2), 4, "`grid_shape`: expected 5 tokens"),
+    ({"extra_tokens": 64}, None, 1, "`inputs`: expected more than extra_tokens=64"),
+    ({"extra_tokens": 2}, None, 2, "`inputs`: expected more than extra_tokens=2"),
+]
+
+
+def _token_function(kwargs, grid_shape, jit_compile):
+    import tensorflow as tf
+
+    layer = GridPositionEncoding(**kwargs)
+    spec = tf.TensorSpec((1, None, 8), tf.float32)
+    return tf.function(
+        lambda x: layer(x, grid_shape=grid_shape),
+        input_signature=[spec],
+        jit_compile=jit_compile,
+        autograph=False,
+    )
+
+
+@only_tensorflow
+@pytest.mark.parametrize("kwargs, grid_shape, count, message", UNFITTED_TOKENS)
+def test_tokens_that_do_not_fit_fail_a_graph_assertion(
+    kwargs, grid_shape, count, message
+):
+    import tensorflow as tf
+
+    fn = _token_function(kwargs, grid_shape, jit_compile=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(message)):
+        fn(np.zeros((1, count, 8), "float32"))
+
+
+@only_tensorflow
+@pytest.mark.parametrize("kwargs, grid_shape, count, message", UNFITTED_TOKENS)
+def test_tokens_that_do_not_fit_are_nan_under_xla(kwargs, grid_shape, count, message):
+    # XLA runs no assertion: every row is NaN, in the inputs' shape.
+    out = _token_function(kwargs, grid_shape, jit_compile=True)(
+        np.zeros((1, count, 8), "float32")
+    )
+    assert tuple(out.shape) == (1, count, 8)
+    assert np.isnan(out.numpy()).all()
+
+
+@only_tensorflow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_tokens_that_fit_in_a_graph_of_unknown_count(jit_compile):
+    # The same rows as eagerly, with class tokens first.
+    for kwargs, grid_shape, count in (
+        ({"extra_tokens": 1}, (2, 2), 5),
+        ({"extra_tokens": 2}, None, 7),
+        ({"grid_shape": (2, 3)}, None, 6),
+    ):
+        fn = _token_function(kwargs, grid_shape, jit_compile)
+        x = np.zeros((1, count, 8), "float32")
+        eager = GridPositionEncoding(**kwargs)(x, grid_shape=grid_shape)
+        np.testing.assert_array_equal(fn(x).numpy(), to_numpy(eager))

@@ -7,6 +7,7 @@ and 40-digit mpmath at the reported timesteps.
 """
 
 import math
+import re
 
 import mpmath
 import numpy as np
@@ -168,6 +169,72 @@ def test_layer_never_rounds_timesteps_to_the_compute_dtype(policy):
     assert max_diff(got, expected) <= step  # the 16-bit rounding only
     rounded = diffusers_reference(np.array([1000.0, 936.0]), 64)
     assert max_diff(got, rounded) > 0.5
+
+
+INTEGER_DTYPE = (
+    "Received an invalid value for `dtype`, expected a floating dtype such as "
+    "'float32'. Received: dtype='int32'"
+)
+
+
+def test_an_integer_dtype_is_refused():
+    # The embedding cast to int32 would be 0s and 1s.
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        keras_posenc.TimestepEmbedding(8, dtype="int32")
+
+
+@keras3_only  # tf-keras refuses an integer global policy itself
+def test_an_integer_policy_is_refused():
+    keras.mixed_precision.set_global_policy("int32")
+    with pytest.raises(ValueError, match=exact(INTEGER_DTYPE)):
+        keras_posenc.TimestepEmbedding(8)
+
+
+# max_period < 1 with downscale_freq_shift just below dim // 2: frequencies
+# max_period ** (-i / (dim // 2 - shift)) of millions of digits.
+GROWING = [
+    {"dim": 8, "max_period": 0.5, "downscale_freq_shift": 3.9999999},
+    {"dim": 8, "max_period": 0.5, "downscale_freq_shift": 3.9999},
+    {"dim": 65536, "max_period": 5e-324, "downscale_freq_shift": 32767.0},
+]
+
+
+@pytest.mark.parametrize("kwargs", GROWING, ids=["overflow", "slow", "subnormal"])
+def test_growing_frequencies_are_refused_before_any_decimal_work(kwargs, monkeypatch):
+    # They used to choose a decimal precision of hundreds of thousands of
+    # digits (seconds to minutes), or raise decimal.Overflow, before the
+    # range check; also in `load_model`. The bound is in float, first.
+    from keras_posenc import timestep
+
+    def decimal_work(*args):
+        raise AssertionError("decimal work before the range check")
+
+    monkeypatch.setattr(timestep, "geometric_turns", decimal_work)
+    message = (
+        "Received an invalid value for `max_period`, expected frequencies "
+        "scale * max_period ** (-i / (dim // 2 - downscale_freq_shift)) of at "
+        "most 4096 turns (25736 rad) per unit (with dim="
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        keras_posenc.TimestepEmbedding(**kwargs)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        keras_posenc.timestep_embedding(np.zeros(1, "float32"), **kwargs)
+
+
+def test_the_float_bound_is_the_largest_frequency():
+    # log10 of the largest turns per unit, against the float64 formula.
+    from keras_posenc._exact.phase_constants import geometric_largest_log10
+
+    for count, base, denominator, scale in (
+        (4, 10000.0, 3.0, 1.0),
+        (4, 0.5, 3.0, 1000.0),
+        (128, 0.01, 127.5, 2.0),
+    ):
+        i = np.arange(count)
+        turns = scale * base ** (-i / denominator) / (2 * np.pi)
+        want = np.log10(turns.max())
+        got = geometric_largest_log10(count, base, denominator, scale)
+        assert abs(got - want) <= 1e-12
 
 
 def test_given_frequencies_are_used_exactly():

@@ -65,9 +65,12 @@ def float32_positions(first, count, size, base_size, scale):
     rounded to float32).
     """
     index = np.arange(first, first + count, dtype=np.float32)
-    if base_size is not None:
-        index = index / np.float32(size / base_size)
-    return index / np.float32(scale)
+    # A scale that rounds to a float32 zero or infinity gives NaN or
+    # infinite positions, which `axis_rows` refuses: no warning first.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if base_size is not None:
+            index = index / np.float32(size / base_size)
+        return index / np.float32(scale)
 
 
 def axis_engine(axes, axis, width, size):
@@ -94,7 +97,7 @@ def axis_rows(engine, axes, axis, size, first, count):
     positions = float32_positions(
         first, count, size, axes.options.base_size, axes.scales[axis]
     )
-    if positions.size and float(np.abs(positions).max()) >= _arguments.POSITION_LIMIT:
+    if not (np.abs(positions) < _arguments.POSITION_LIMIT).all():  # NaN too
         raise _arguments.invalid(
             "interpolation_scale",
             "a scale that keeps float32 positions below 2**31",
@@ -273,7 +276,12 @@ class GridRows:
         if self._computed():
             return self._rows(axis, width, table_size, first, size)
         table = self.tables[self.blocks.index((axis, width))]
-        return _backend.slice_rows(table, first, size)
+        if not _backend.is_tensor(size):  # checked now: within the table
+            return _backend.slice_rows(table, first, size)
+        # Known when a TF graph runs: indices clamped into the table, so that
+        # no op fails before the check (XLA runs none: the rows are NaN).
+        steps = ops.arange(size, dtype="int32")
+        return _backend.take_rows(table, ops.clip(first + steps, 0, table_size - 1))
 
 
 def _engine_of(rows, axis, width, size):

@@ -96,6 +96,20 @@ def sinusoidal_turns(depth, max_wavelength, scale=1):
         return tuple(turns)
 
 
+def geometric_largest_log10(count, base, denominator, scale=1.0):
+    """``log10`` of the largest of `geometric_turns`, in float (no `decimal`).
+
+    Its precision grows with that size: a base below 1 and a small
+    denominator make ``base**(-(count - 1) / denominator)`` millions of
+    digits long, so callers bound this first. `base`, `denominator` and
+    `scale` are floats > 0; the result may be ``inf``, never raises.
+    """
+    if count == 0:
+        return -math.inf
+    growth = max(-(count - 1) * math.log10(base) / denominator, 0.0)
+    return math.log10(scale) + growth - math.log10(2 * math.pi)
+
+
 def geometric_turns(count, base, denominator, scale=1.0):
     """Turns per unit ``scale * base**(-i / denominator) / (2 pi)``, ``i < count``.
 
@@ -103,7 +117,8 @@ def geometric_turns(count, base, denominator, scale=1.0):
     the ratio ``base**(-1 / denominator)`` is computed once and the rest by
     repeated multiplication, with enough digits that every ``frac(2**24 f)``
     keeps `_FRACTION_DIGITS` correct digits; `scale` (a float, taken as the
-    exact binary number it is) multiplies each frequency exactly.
+    exact binary number it is) multiplies each frequency exactly. The
+    caller bounds `geometric_largest_log10` first.
 
     Returns:
         A tuple of `count` `decimal.Decimal` values.
