@@ -36,6 +36,7 @@ from keras_posenc._exact.phase_constants import (
     radians_of,
     scaled_turns,
 )
+from keras_posenc._files.versions import Versioned
 from keras_posenc._keras import keras, output_shape
 
 
@@ -256,7 +257,7 @@ def _is_symbolic(value):
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
-class TimestepEmbedding(keras.layers.Layer):
+class TimestepEmbedding(Versioned, keras.layers.Layer):
     """Embeds diffusion timesteps with the exact sinusoid.
 
     The timestep embedding of diffusion models (Vaswani et al., 2017,
