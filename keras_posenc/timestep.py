@@ -76,10 +76,12 @@ class TimestepOptions:
     def build(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
         """The checked options; the same object for the same plain arguments
         (its frequencies and engine are made once)."""
+        arguments = (dim, max_period, flip_sin_to_cos, shift, scale, given)
         try:
-            return _options(dim, max_period, flip_sin_to_cos, shift, scale, given)
+            key = _arguments.typed_key(arguments)
         except TypeError:  # unhashable: an array of frequencies
-            return cls._checked(dim, max_period, flip_sin_to_cos, shift, scale, given)
+            return cls._checked(*arguments)
+        return _options(key)
 
     @classmethod
     def _checked(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
@@ -138,12 +140,17 @@ class TimestepOptions:
 
 
 @functools.lru_cache(maxsize=64)
-def _options(dim, max_period, flip_sin_to_cos, shift, scale, given):
+def _options(key):
     """Checked options: plain values (a few hundred bytes each), so the 64
-    kept here stay outside the budget (`keras_posenc.cache` says so)."""
-    return TimestepOptions._checked(
-        dim, max_period, flip_sin_to_cos, shift, scale, given
-    )
+    kept here stay outside the budget (`keras_posenc.cache` says so). Keyed
+    on the arguments with their types (`typed_key`): `1` is not `True`."""
+    _, typed = key
+    return TimestepOptions._checked(*(_untyped(item) for item in typed))
+
+
+def _untyped(item):
+    kind, value = item
+    return tuple(_untyped(v) for v in value) if kind is tuple else value
 
 
 @_kept.memoized(lambda encoder: encoder.nbytes)
