@@ -9,6 +9,8 @@ import os
 
 import keras as keras3
 
+from keras_posenc._files.versions import Versioned
+
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in (
     "1",
     "true",
@@ -38,14 +40,15 @@ def output_shape(dims):
     return tuple(dims)
 
 
-class PositionLayer(keras.layers.Layer):
+class PositionLayer(Versioned, keras.layers.Layer):
     """A layer whose position arguments reach `call` exactly as given.
 
     Keras 3 converts every array argument of a call into a backend tensor
     before `call`; on JAX (32-bit by default) that turns an int64
     `start_index` of 2**32 + 3 into 3 before any check can see it. Here
     only `inputs` are converted (and autocast) as Keras would; `start_index`
-    and `positions` are parsed by the layer from what the caller gave.
+    and `positions` are parsed by the layer from what the caller gave. Its
+    config records the keras_posenc version that wrote it (`Versioned`).
     """
 
     def __init__(self, **kwargs):

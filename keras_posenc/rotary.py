@@ -17,6 +17,7 @@ from keras_posenc._rope import axes as _axes
 from keras_posenc._rope import inputs as _rotary_inputs
 from keras_posenc._rope import rotation as _rotation
 from keras_posenc._rope.config import (
+    CONFIG_CHANGES,
     LAYOUTS,
     RopeConfig,
     check_rotary_dim,
@@ -279,6 +280,9 @@ class RotaryEmbedding(PositionLayer):
         - [Heo et al., 2024 (axial RoPE for ViT)](https://arxiv.org/abs/2403.13298)
         - [FLUX](https://github.com/black-forest-labs/flux) (`EmbedND`)
     """
+
+    # Config keys that meant something else in earlier versions.
+    config_changes = CONFIG_CHANGES
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "RotaryEmbedding":
         # Keras's `__new__` walks every argument (its automatic config)

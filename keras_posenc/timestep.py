@@ -37,6 +37,7 @@ from keras_posenc._exact.phase_constants import (
     radians_of,
     scaled_turns,
 )
+from keras_posenc._files.versions import Versioned
 from keras_posenc._keras import keras, output_shape
 
 
@@ -76,10 +77,12 @@ class TimestepOptions:
     def build(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
         """The checked options; the same object for the same plain arguments
         (its frequencies and engine are made once)."""
+        arguments = (dim, max_period, flip_sin_to_cos, shift, scale, given)
         try:
-            return _options(dim, max_period, flip_sin_to_cos, shift, scale, given)
+            key = _arguments.typed_key(arguments)
         except TypeError:  # unhashable: an array of frequencies
-            return cls._checked(dim, max_period, flip_sin_to_cos, shift, scale, given)
+            return cls._checked(*arguments)
+        return _options(key)
 
     @classmethod
     def _checked(cls, dim, max_period, flip_sin_to_cos, shift, scale, given):
@@ -158,12 +161,17 @@ class TimestepOptions:
 
 
 @functools.lru_cache(maxsize=64)
-def _options(dim, max_period, flip_sin_to_cos, shift, scale, given):
+def _options(key):
     """Checked options: plain values (a few hundred bytes each), so the 64
-    kept here stay outside the budget (`keras_posenc.cache` says so)."""
-    return TimestepOptions._checked(
-        dim, max_period, flip_sin_to_cos, shift, scale, given
-    )
+    kept here stay outside the budget (`keras_posenc.cache` says so). Keyed
+    on the arguments with their types (`typed_key`): `1` is not `True`."""
+    _, typed = key
+    return TimestepOptions._checked(*(_untyped(item) for item in typed))
+
+
+def _untyped(item):
+    kind, value = item
+    return tuple(_untyped(v) for v in value) if kind is tuple else value
 
 
 @_kept.memoized(lambda encoder: encoder.nbytes)
@@ -277,7 +285,7 @@ def _is_symbolic(value):
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
-class TimestepEmbedding(keras.layers.Layer):
+class TimestepEmbedding(Versioned, keras.layers.Layer):
     """Embeds diffusion timesteps with the exact sinusoid.
 
     The timestep embedding of diffusion models (Vaswani et al., 2017,

@@ -377,6 +377,40 @@ def test_bad_options_are_refused_by_name(kwargs, message):
         keras_posenc.TimestepEmbedding(**kwargs)
 
 
+# Options the cache of checked options has seen, then the same values of
+# another type (equal and of equal hash): each must be checked as given,
+# whatever came before. A period no other test uses keeps the cache fresh.
+@pytest.mark.parametrize(
+    "seen, given, message",
+    [
+        (
+            {"flip_sin_to_cos": True},
+            {"flip_sin_to_cos": 1},
+            "`flip_sin_to_cos`, expected a bool. Received: flip_sin_to_cos=1",
+        ),
+        (
+            {"dim": 8},
+            {"dim": 8.0},
+            "`dim`, expected a positive integer <= 65536. Received: dim=8.0",
+        ),
+        (
+            {"dim": 2, "inverse_frequencies": (1,)},
+            {"dim": 2, "inverse_frequencies": (True,)},
+            "`inverse_frequencies`, expected a 1-D array of dim // 2 = 1 finite "
+            "frequencies. Received: inverse_frequencies=[True]",
+        ),
+    ],
+    ids=["flip-after-bool", "dim-after-int", "frequency-after-int"],
+)
+def test_options_are_checked_whatever_was_seen_before(seen, given, message):
+    options = {"dim": 8, "max_period": 4321.5, **seen}
+    keras_posenc.timestep_embedding(np.array([3.0]), **options)
+    with pytest.raises(
+        ValueError, match=exact("Received an invalid value for " + message)
+    ):
+        keras_posenc.timestep_embedding(np.array([3.0]), **{**options, **given})
+
+
 def test_layer_behaviours(tmp_path):
     # Config round trip, symbolic call, eager call, .keras save and load.
     layer = keras_posenc.TimestepEmbedding(

@@ -49,6 +49,19 @@ def is_int(value):
     return numpy is None or not isinstance(value, numpy.timedelta64)
 
 
+def typed_key(value):
+    """`value` as a cache key that tells types apart, tuples element by element.
+
+    `True == 1` and `8 == 8.0`, with equal hashes: a cache of checked
+    arguments keyed on the values would accept `1` after `True` where it
+    refuses it fresh. Raises TypeError for unhashable values, as a cache does.
+    """
+    if isinstance(value, tuple):
+        return tuple, tuple(typed_key(v) for v in value)
+    hash(value)
+    return type(value), value
+
+
 def check_positive_int(name, value, limit=None):
     if not is_int(value) or value <= 0 or (limit is not None and value > limit):
         bound = "" if limit is None else f" <= {limit}"

@@ -19,6 +19,7 @@ import numpy as np
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._exact import kept
+from keras_posenc._files import versions
 from keras_posenc._rope import scalings as _rope_types
 from keras_posenc._rope.scalings import REGISTRY, ROPE_TYPES
 
@@ -426,3 +427,30 @@ def _frequencies(config, dim):
     return _rope_types.inverse_frequencies(
         config.rope_type, config.params, dim, config.max_wavelength
     )
+
+
+# -- configs of earlier versions -------------------------------------------------------
+
+
+def _null_truncate_was_the_default(config):
+    """0.2's `"truncate": null`: YaRN's default, which truncates."""
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, dict) and "truncate" in scaling:
+        if scaling["truncate"] is None:
+            config = {**config, "rope_scaling": {**scaling, "truncate": True}}
+    return config
+
+
+def _written_by_0_2(config):
+    """Whether an unversioned config holds a null `truncate`: only 0.2 wrote
+    one (0.3.0 to 0.4.0 wrote the value they read, `true` or `false`)."""
+    scaling = config.get("rope_scaling")
+    return isinstance(scaling, dict) and scaling.get("truncate", False) is None
+
+
+# `RotaryEmbedding` configs whose keys meant something else when written
+# (`_files.versions`): 0.3.0 reads an explicit null `truncate` as
+# transformers does (no truncation); 0.2 wrote null for the default.
+CONFIG_CHANGES = (
+    versions.Change((0, 3, 0), _null_truncate_was_the_default, _written_by_0_2),
+)

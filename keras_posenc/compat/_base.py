@@ -6,6 +6,7 @@ from keras import ops
 import keras_posenc
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
+from keras_posenc._files import versions as _versions
 
 PACKAGE = "keras_posenc"
 # keras-hub's defaults for the arguments of its base `RotaryEmbedding`.
@@ -88,7 +89,7 @@ class ExactLayers:
         return self._layers[key]
 
 
-class HubLayer(keras.layers.Layer):
+class HubLayer(_versions.Versioned, keras.layers.Layer):
     """A drop-in: keras-hub's config and call, exact `keras_posenc` layers inside.
 
     Subclasses check their constructor arguments into a dict of options
@@ -118,6 +119,7 @@ class HubLayer(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
+        config = _versions.as_written(config, cls.__name__, cls.config_changes)
         return cls(**cls.translate(config))
 
     @classmethod
