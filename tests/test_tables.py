@@ -281,7 +281,7 @@ def test_bad_batch_size():
         ({"max_wavelength": 10**400}, r"`max_wavelength`.*max_wavelength=10{400}$"),
         (
             {"layout": np.array(["interleaved"])},
-            r"`layout`, expected one of \('interleaved', 'concatenated'\)",
+            r"`layout`, expected one of \('interleaved', 'concatenated', 'cos_sin'\)",
         ),
         ({"dtype": "int32"}, r"`dtype`, expected a floating dtype.*dtype='int32'$"),
         ({"start_index": 2.7}, r"`start_index`.*Received: start_index=2\.7$"),
