@@ -109,9 +109,9 @@ CONVENTIONS = {
 }
 # Model types with a 1-D sinusoidal table that is not read, and why.
 REFUSED = {
-    "fsmt": "FSMT adds the cache length after masking the padding (a padded token of a cached call reads row pad + cache, not the zero row): build SinusoidalPositionEncoding(frequency_rule='tensor2tensor', layout='concatenated', odd_depth='zero', padding_id=1) and pass its positions",
-    "speecht5": "SpeechT5's speech encoder scales its table by a learned alpha and its speech prenet reads fairseq's table at its own positions: not a config-only table",
-    "roformer": "RoFormer's sinusoids are the angles of its rotary embedding (RoPE): keras_posenc.RotaryEmbedding",
+    "fsmt": "fairseq's table with the cache length added after the padding mask (a padded token of a cached call reads row pad + cache, not the zero row): build SinusoidalPositionEncoding(frequency_rule='tensor2tensor', layout='concatenated', odd_depth='zero', padding_id=1) and pass its positions",
+    "speecht5": "a table scaled by a learned alpha in its speech encoder, and fairseq's table at positions of its own in its speech prenet: not a table its config alone gives",
+    "roformer": "RoPE (its sinusoids are the angles of its rotary embedding): keras_posenc.RotaryEmbedding",
 }
 # fmt: on
 MODEL_TYPES = tuple(sorted(CONVENTIONS))
