@@ -10,6 +10,7 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
 from keras_posenc._checks.options import SinusoidalOptions
 from keras_posenc._exact.rows import sinusoidal_rows
+from keras_posenc._hf import sinusoidal as _hf_sinusoidal
 from keras_posenc._keras import PositionLayer, keras, output_shape
 
 # Tensors with no dense sequence axis to place positions on: TF ragged and
@@ -64,9 +65,13 @@ class SinusoidalPositionEncoding(PositionLayer):
         depth: int. Width of the encoding, at most 65536. Defaults to the
             last dimension of `inputs`.
         layout: `"interleaved"` (the paper's: sine on even columns, cosine
-            on odd) or `"concatenated"` (`[sin | cos]`, as tensor2tensor,
-            fairseq, Hugging Face and the TF tutorial lay it out). Defaults
-            to `"interleaved"`.
+            on odd; DistilBERT, XLM and FlauBERT with sinusoidal
+            embeddings), `"concatenated"` (`[sin | cos]`, an odd width with
+            one more sine: tensor2tensor, fairseq's M2M100, NLLB, XGLM,
+            Speech2Text, TrOCR, Kosmos-2, SeamlessM4T, Whisper, Marian,
+            Pegasus, PEGASUS-X, CTRL, the TF tutorial) or `"cos_sin"`
+            (`[cos | sin]`: MusicGen, MusicGen Melody). Defaults to
+            `"interleaved"`.
         scale_inputs: bool. With `merge="add"`, return
             `inputs * sqrt(depth) + PE` as in section 3.4 of the paper.
             Defaults to `False`.
@@ -81,6 +86,31 @@ class SinusoidalPositionEncoding(PositionLayer):
             `[batch, length, features]` and `[batch, length, heads, dim]`;
             `-2` reproduces keras-hub's `SinePositionEncoding` on any rank.
             Defaults to `1`.
+        frequency_rule: `"paper"` (`w_i = b ** (-2i / depth)`: the paper,
+            Marian, Pegasus, CTRL, DistilBERT, XLM, FlauBERT) or
+            `"tensor2tensor"` (`w_i = b ** (-i / (depth // 2 - 1))`,
+            tensor2tensor's `get_timing_signal_1d` with `max_wavelength` as
+            its `max_timescale`: fairseq's M2M100, NLLB, XGLM,
+            Speech2Text, TrOCR, Kosmos-2, MusicGen, SeamlessM4T, Whisper's
+            `sinusoids`, PEGASUS-X; needs `depth >= 4`). Defaults to
+            `"paper"`.
+        odd_depth: what an odd width holds: `"sine"` (one more sine
+            column: the paper, Marian, XLM), `"zero"` (the even table
+            with a zero column appended: fairseq's tables, MusicGen) or
+            `"error"` (refused: Whisper, PEGASUS-X). Defaults to `"sine"`.
+        position_offset: int. Added to every position before its row is
+            read (XGLM reads row `p + 2`). Defaults to `0`.
+        padding_id: int or `None`. The position whose row is zero
+            (fairseq's padding row: M2M100, NLLB, XGLM, Speech2Text,
+            TrOCR, Kosmos-2, SeamlessM4T). Defaults to `None`.
+        positions_from_ids: bool. With `merge=None` and `padding_id`,
+            the call takes integer token ids `[batch, length]` and derives
+            the positions from them as fairseq's `make_positions` does:
+            `(cumsum(ids != padding_id) + start_index) * (ids !=
+            padding_id) + padding_id`, so each row of a left-padded batch
+            counts its own tokens and padding gets the zero row (M2M100,
+            NLLB, Speech2Text, TrOCR, Kosmos-2, SeamlessM4T). Defaults to
+            `False`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...); the dtype
             policy must be floating.
 
@@ -90,10 +120,11 @@ class SinusoidalPositionEncoding(PositionLayer):
             and sparse tensors are refused: pad or densify them first).
         start_index: int, int scalar tensor, or int `[batch]` tensor.
             Position of the first token, shared or per example (cached
-            decoding). Defaults to `0`.
+            decoding; with `positions_from_ids`, the cache length added to
+            each token's count). Defaults to `0`.
         positions: int tensor `[length]` or `[batch, length]`. Explicit
             positions (left padding, packed sequences); overrides
-            `start_index`.
+            `start_index`. Refused with `positions_from_ids`.
         mask: the Keras padding mask; passed through unchanged.
 
     Input shape:
@@ -127,6 +158,11 @@ class SinusoidalPositionEncoding(PositionLayer):
         scale_inputs: bool = False,
         out_of_range: str = "error",
         sequence_axis: int = 1,
+        frequency_rule: str = "paper",
+        odd_depth: str = "sine",
+        position_offset: int = 0,
+        padding_id: int | None = None,
+        positions_from_ids: bool = False,
         **kwargs: Any,
     ) -> None:
         options = SinusoidalOptions(
@@ -139,6 +175,11 @@ class SinusoidalPositionEncoding(PositionLayer):
             scale_inputs=scale_inputs,
             out_of_range=out_of_range,
             sequence_axis=sequence_axis,
+            frequency_rule=frequency_rule,
+            odd_depth=odd_depth,
+            position_offset=position_offset,
+            padding_id=padding_id,
+            positions_from_ids=positions_from_ids,
         )
         super().__init__(**kwargs)
         _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
@@ -148,6 +189,52 @@ class SinusoidalPositionEncoding(PositionLayer):
             setattr(self, name, value)
         self.supports_masking = True
         self._rows: Any = None  # a row source (`_exact.rows`), made by `build`
+        self._width: int | None = None  # the encoding's width, set by `build`
+
+    @classmethod
+    def from_hf_config(cls, config: Any, **kwargs: Any) -> "SinusoidalPositionEncoding":
+        """The sinusoidal table of a Hugging Face `config.json`, as the model's.
+
+        A layer with `merge=None` whose call on token ids `[batch, length]`
+        returns `[batch, length, d_model]`, equal to what the model's
+        position module of transformers 5.24.0 returns for those ids
+        (frequency rule, layout, odd width, offset, positions from ids
+        with their zero padding row), within 2e-7 of the float64 value of
+        that module's formula. Pass `start_index` as the module's
+        `cache_length`. The model types read, and the convention of each,
+        are listed in the docs (`docs/sinusoidal.md`); for Whisper the
+        layer gives the encoder's table over audio frames (positions
+        0..). A composite config (`text_config`, `decoder`) is read as
+        transformers reads it. Every other `model_type` is refused by
+        name, saying what it uses instead (learned positions, RoPE,
+        ALiBi), and so is a key read here whose value the model would not
+        apply (a padding id outside the vocabulary, an odd width the
+        model refuses).
+
+        Args:
+            config: a dict, or the path of a `config.json` file or of a
+                directory holding one (at most 4 MiB, nested at most 16
+                levels).
+            **kwargs: other constructor arguments (`mode`, `max_length`,
+                `name`, `dtype`, ...); none of those read from `config`.
+
+        Returns:
+            A `SinusoidalPositionEncoding`.
+
+        Example:
+
+        >>> config = {"model_type": "m2m_100", "d_model": 8, "pad_token_id": 1}
+        >>> pe = keras_posenc.SinusoidalPositionEncoding.from_hf_config(config)
+        >>> ids = np.array([[1, 1, 5, 6]])  # left-padded
+        >>> table = pe(ids)
+        >>> tuple(table.shape), float(keras.ops.max(keras.ops.abs(table[0, :2])))
+        ((1, 4, 8), 0.0)
+
+        References:
+            - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+            - [fairseq `make_positions`](https://github.com/facebookresearch/fairseq)
+        """
+        return cls(**_hf_sinusoidal.layer_arguments(config, kwargs))
 
     def _layout(self, input_shape):
         shape = None if input_shape is None else tuple(input_shape)
@@ -156,6 +243,7 @@ class SinusoidalPositionEncoding(PositionLayer):
     def build(self, input_shape):
         width, _ = self._layout(input_shape)
         self._rows = sinusoidal_rows(self._options, width)
+        self._width = width
         super().build(input_shape)
 
     @_backend.on_keras_device
@@ -166,18 +254,36 @@ class SinusoidalPositionEncoding(PositionLayer):
         _check_dense(inputs)
         self._options.check_inputs_dtype(_backend.dtype_name(inputs))
         width, axis = self._layout(inputs.shape)
-        if width != self._rows.encoder.width:
+        if width != self._width:
             expected = (
-                f"inputs whose encoding is {self._rows.encoder.width} features wide "
+                f"inputs whose encoding is {self._width} features wide "
                 "(the layer was built for them; make a new layer for another width)"
             )
             shape = f"<shape={tuple(inputs.shape)}>"
             raise _arguments.invalid("inputs", expected, shape)
-        parsed = _positions.in_call(
-            inputs, axis, start_index, positions, low=self._options.lowest_position
+        rows = self._rows(
+            self._positions(inputs, axis, start_index, positions),
+            alone=self.merge is None,
         )
-        rows = self._rows(parsed, alone=self.merge is None)
         return self._merge(inputs, rows, width, axis)
+
+    def _positions(self, inputs, axis, start_index, positions):
+        """The call's `Positions`: from token ids (`positions_from_ids`), or
+        `start_index`/`positions` moved by `position_offset`."""
+        options = self._options
+        if not options.positions_from_ids:
+            offset = options.position_offset
+            return _positions.in_call(
+                inputs,
+                axis,
+                _positions.shifted(start_index, offset),
+                _positions.shifted(positions, offset),
+                low=options.lowest_position,
+            )
+        if positions is not None:
+            expected = "None with positions_from_ids=True (positions come from the ids)"
+            raise _arguments.invalid("positions", expected, "<given>")
+        return _positions.from_token_ids(inputs, options.padding_id, start_index)
 
     def _merge(self, inputs, encoding, width, axis):
         """Casts once, places the sequence axis, and merges with the inputs."""

@@ -15,9 +15,8 @@ from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import options as _options
 from keras_posenc._checks import positions as _positions
-from keras_posenc._exact import engine as _engine
 from keras_posenc._exact.phase_constants import radians_of, sinusoidal_turns
-from keras_posenc._exact.rows import ComputedRows
+from keras_posenc._exact.rows import sinusoidal_rows
 
 
 def _checked_options(depth, max_wavelength, layout, dtype):
@@ -67,6 +66,9 @@ def sinusoidal_table(
     start_index: Any = 0,
     layout: str = "interleaved",
     dtype: str = "float32",
+    frequency_rule: str = "paper",
+    odd_depth: str = "sine",
+    padding_id: int | None = None,
 ) -> Any:
     """The sinusoidal table for positions ``start_index + [0, length)``.
 
@@ -98,9 +100,20 @@ def sinusoidal_table(
         start_index: int or int scalar tensor. Position of the first row,
             in `[-2**31, 2**31 - length]`. Defaults to `0`.
         layout: `"interleaved"` (the paper's: sine on even columns, cosine
-            on odd) or `"concatenated"` (`[sin | cos]`, as in tensor2tensor,
-            fairseq and Hugging Face). Defaults to `"interleaved"`.
+            on odd), `"concatenated"` (`[sin | cos]`, the layout of
+            tensor2tensor, fairseq, Whisper, Marian) or `"cos_sin"` (`[cos
+            | sin]`, MusicGen). The models using each are listed in
+            `SinusoidalPositionEncoding`. Defaults to `"interleaved"`.
         dtype: floating dtype of the result. Defaults to `"float32"`.
+        frequency_rule: `"paper"` (`b ** (-2i / depth)`) or
+            `"tensor2tensor"` (`b ** (-i / (depth // 2 - 1))`, fairseq's
+            and Whisper's frequencies, `depth >= 4`). Defaults to
+            `"paper"`.
+        odd_depth: an odd `depth` holds one more sine (`"sine"`), the
+            even table and a zero column (`"zero"`, fairseq), or is
+            refused (`"error"`, Whisper). Defaults to `"sine"`.
+        padding_id: int or `None`. The position whose row is zero
+            (fairseq's padding row). Defaults to `None`.
 
     Returns:
         A tensor of the Keras backend (`tf.Tensor`, `jax.Array` or
@@ -111,9 +124,26 @@ def sinusoidal_table(
     >>> table = keras_posenc.sinusoidal_table(4, 6)
     >>> [round(float(value), 4) for value in table[1]]
     [0.8415, 0.5403, 0.0464, 0.9989, 0.0022, 1.0]
+
+    M2M100's and NLLB's table (fairseq's: padding row 1, positions from 2):
+
+    >>> m2m = keras_posenc.sinusoidal_table(
+    ...     4, 8, layout="concatenated", frequency_rule="tensor2tensor",
+    ...     odd_depth="zero", padding_id=1)
+    >>> [round(float(value), 4) for value in m2m[2]]
+    [0.9093, 0.0927, 0.0043, 0.0002, -0.4161, 0.9957, 1.0, 1.0]
     """
     depth, max_wavelength, layout, dtype = _checked_options(
         depth, max_wavelength, layout, dtype
+    )
+    options = _options.SinusoidalOptions(
+        max_wavelength=max_wavelength,
+        merge=None,
+        depth=depth,
+        layout=layout,
+        frequency_rule=frequency_rule,
+        odd_depth=odd_depth,
+        padding_id=padding_id,
     )
     length, length_checks = _positions.size("length", length, low=0)
     positions = _positions.span(
@@ -123,8 +153,8 @@ def sinusoidal_table(
         ranks=(0,),
         length_checks=length_checks,
     )
-    encoder = _engine.sinusoidal_encoder(depth, max_wavelength, layout)
-    rows = ComputedRows(encoder, pinned=True)(positions, alone=dtype == "float32")
+    rows = sinusoidal_rows(options, depth, pinned=True)
+    rows = rows(positions, alone=dtype == "float32")
     return ops.cast(rows, dtype)
 
 

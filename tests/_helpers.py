@@ -22,7 +22,7 @@ from keras_posenc._keras import LEGACY, keras
 BACKEND = backend.backend()
 # The checkout: fresh interpreters import this copy of keras_posenc.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYOUTS = ("interleaved", "concatenated")
+LAYOUTS = ("interleaved", "concatenated", "cos_sin")
 # The tested precision bound of every float32 output (README "Guarantee").
 TOL = 2e-7
 MODES = [
@@ -123,10 +123,57 @@ def reference(positions, depth, max_wavelength=10000.0, layout="interleaved"):
     sin, cos = np.sin(angle), np.cos(angle)[..., : depth // 2]
     if layout == "concatenated":
         return np.concatenate([sin, cos], axis=-1)
+    if layout == "cos_sin":  # ceil(depth / 2) cosines, then the sines
+        return np.concatenate([np.cos(angle), sin[..., : depth // 2]], axis=-1)
     out = np.empty(positions.shape + (depth,))
     out[..., 0::2] = sin
     out[..., 1::2] = cos
     return out
+
+
+# -- published 1-D tables, transcribed in float64 from transformers 5.24 -----
+
+
+def fairseq_positions(ids, padding_id, cache_length=0):
+    """fairseq's `make_positions` (M2M100's `create_position_ids_from_input_ids`)."""
+    mask = (np.asarray(ids) != padding_id).astype(np.int64)
+    return (np.cumsum(mask, axis=1) + cache_length) * mask + padding_id
+
+
+def tensor2tensor_table(positions, depth, padding_id=None, cos_first=False, base=1e4):
+    """fairseq's `get_embedding` (M2M100, NLLB, XGLM, Speech2Text, TrOCR,
+    Kosmos-2, SeamlessM4T), MusicGen's (`cos_first`), Whisper's `sinusoids`
+    and PEGASUS-X's, in float64: ``b**(-i / (d//2 - 1))``, ``[sin | cos]``
+    of ``d // 2`` frequencies, a zero column for an odd ``d``, the padding
+    row zero."""
+    positions = np.asarray(positions, np.float64)
+    half = depth // 2
+    step = np.log(base) / (half - 1)
+    angle = positions[..., None] * np.exp(np.arange(half) * -step)
+    halves = (
+        [np.cos(angle), np.sin(angle)] if cos_first else [np.sin(angle), np.cos(angle)]
+    )
+    if depth % 2:
+        halves.append(np.zeros(angle.shape[:-1] + (1,)))
+    out = np.concatenate(halves, axis=-1)
+    if padding_id is not None:
+        out[positions == padding_id] = 0.0
+    return out
+
+
+def paper_table(positions, depth, interleaved=False):
+    """Marian's, Pegasus's, CTRL's and the time-series models' `[sin | cos]`
+    (`ceil(d / 2)` sines first), or DistilBERT's and XLM's interleaved table:
+    ``pos / 10000 ** (2 * (j // 2) / d)`` in float64."""
+    positions = np.asarray(positions, np.float64)
+    j = np.arange(depth)
+    angle = positions[..., None] / np.power(10000.0, 2 * (j // 2) / depth)
+    if interleaved:
+        out = np.empty_like(angle)
+        out[..., 0::2] = np.sin(angle[..., 0::2])
+        out[..., 1::2] = np.cos(angle[..., 1::2])
+        return out
+    return np.concatenate([np.sin(angle[..., 0::2]), np.cos(angle[..., 1::2])], -1)
 
 
 def reference_mp(positions, depth, max_wavelength=10000.0, layout="interleaved"):
@@ -143,6 +190,9 @@ def reference_mp(positions, depth, max_wavelength=10000.0, layout="interleaved")
             )
             sin.append(float(mpmath.sin(angle)))
             cos.append(float(mpmath.cos(angle)))
+        if layout == "cos_sin":
+            rows.append(cos + sin[: depth // 2])
+            continue
         cos = cos[: depth // 2]
         if layout == "concatenated":
             rows.append(sin + cos)
@@ -242,6 +292,7 @@ __all__ = [
     "float_divisions",
     "encode_positions",
     "exact",
+    "fairseq_positions",
     "keras",
     "keras3_only",
     "needs_tensorflow",
@@ -254,6 +305,8 @@ __all__ = [
     "serve",
     "subprocess_env",
     "on_host_only",
+    "paper_table",
+    "tensor2tensor_table",
     "tensor_of",
     "to_numpy",
     "traced",

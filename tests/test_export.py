@@ -63,10 +63,31 @@ OPTIONS = [
     for merge in ("add", "concat", None)
     for layout in LAYOUTS
 ]
+# The published conventions (fairseq's frequencies, MusicGen's layout, a
+# padding row, XGLM's offset), saved and served like the paper's table.
+CONVENTIONS = {
+    "frequency_rule": "tensor2tensor",
+    "layout": "cos_sin",
+    "odd_depth": "zero",
+    "padding_id": 3,
+    "position_offset": 2,
+}
+OPTIONS += [
+    pytest.param(
+        {"mode": mode, "merge": merge, **CONVENTIONS},
+        id=f"{mode}-{merge}-conventions",
+    )
+    for mode in ("compute", "lookup")
+    for merge in ("add", None)
+]
 BOTH_MODES = pytest.mark.parametrize("mode", ["compute", "lookup"])
+# The SavedModel tests: both modes, and compute mode with `CONVENTIONS`.
+SAVED_MODES = pytest.mark.parametrize("mode", ["compute", "lookup", "conventions"])
 
 
 def _layer(mode="compute", **options):
+    if mode == "conventions":
+        mode, options = "compute", CONVENTIONS | options
     if mode == "lookup":
         options.setdefault("max_length", LOOKUP_ROWS)
     if options.get("merge") == "concat":
@@ -146,6 +167,22 @@ def test_keras_file_round_trip(tmp_path, options):
     np.testing.assert_array_equal(to_numpy(restored(x)), to_numpy(model(x)))
 
 
+def test_keras_file_round_trip_of_positions_from_ids(tmp_path):
+    # Token ids in, fairseq's positions (padding row zero) out: the layer
+    # of `from_hf_config` reloads as the same class, config and outputs.
+    inputs = keras.Input(shape=(None,), dtype="int32")
+    layer = SinusoidalPositionEncoding.from_hf_config(
+        {"model_type": "m2m_100", "d_model": 9, "vocab_size": 64}
+    )
+    model = keras.Model(inputs, keras.layers.Dense(3)(layer(inputs)))
+    path = str(tmp_path / "ids.keras")
+    model.save(path)
+    restored = keras.models.load_model(path, safe_mode=True)
+    assert _encoding_layer(restored).get_config() == layer.get_config()
+    ids = np.array([[1, 1, 5, 6], [4, 5, 6, 7]], "int32")
+    np.testing.assert_array_equal(to_numpy(restored(ids)), to_numpy(model(ids)))
+
+
 # One interpreter per backend saves a `.keras` file per mode (with inputs,
 # outputs and the layer config), waits until every backend has saved, then
 # loads every file and records how far its outputs are from the saver's.
@@ -159,7 +196,7 @@ _PORTABLE = textwrap.dedent(
     BACKEND = keras.backend.backend()
 
     def save(folder):
-        for seed, mode in enumerate(["compute", "lookup"]):
+        for seed, mode in enumerate(["compute", "lookup", "conventions"]):
             rows = {"max_length": 64} if mode == "lookup" else {}
             layer = keras_posenc.SinusoidalPositionEncoding(mode=mode, **rows)
             inputs = keras.Input(shape=(None, 8))
@@ -274,7 +311,7 @@ def saved_models(tmp_path_factory):
         pytest.skip(f"{BACKEND} writes no SavedModels")
     folder = tmp_path_factory.mktemp("saved_models")
     found = {}
-    for seed, mode in enumerate(["compute", "lookup"]):
+    for seed, mode in enumerate(["compute", "lookup", "conventions"]):
         model = _model(mode, seed=seed)
         paths = {"export_saved_model": export_saved_model(model, folder / mode)}
         if not LEGACY:
@@ -296,7 +333,7 @@ WRITERS = pytest.mark.parametrize(
 
 @exporting
 @WRITERS
-@BOTH_MODES
+@SAVED_MODES
 def test_saved_model_serves_any_batch_and_length(saved_models, mode, writer):
     # tf.saved_model.load: one signature serves every (batch, length).
     model, paths = saved_models[mode]
@@ -309,7 +346,7 @@ def test_saved_model_serves_any_batch_and_length(saved_models, mode, writer):
 @only_tensorflow
 @keras3_only
 @WRITERS
-@BOTH_MODES
+@SAVED_MODES
 def test_tfsm_layer_serves_the_saved_model(saved_models, mode, writer):
     # keras.layers.TFSMLayer (Keras 3, TensorFlow backend) on both writers' output.
     model, paths = saved_models[mode]
@@ -381,7 +418,7 @@ def test_saved_models_load_where_keras_posenc_is_missing(
 
 
 @pytest.mark.skipif(not LEGACY, reason="tf-keras (TF_USE_LEGACY_KERAS=1) only")
-@BOTH_MODES
+@SAVED_MODES
 def test_tf_keras_saved_model_restores_the_real_layer(tmp_path, mode):
     # tf-keras model.save(dir) -> tf_keras.models.load_model gives back the
     # registered class, an equal config and equal outputs.
@@ -399,7 +436,7 @@ def test_tf_keras_saved_model_restores_the_real_layer(tmp_path, mode):
 
 
 @pytest.mark.skipif(not LEGACY, reason="tf-keras (TF_USE_LEGACY_KERAS=1) only")
-@BOTH_MODES
+@SAVED_MODES
 def test_tf_keras_export_saved_model_restores_the_real_layer(saved_models, mode):
     # Under tf-keras, export_saved_model is model.save(dir): load_model restores.
     import tf_keras

@@ -22,6 +22,7 @@ from _helpers import (
     MODES,
     TABLE_MESSAGE,
     TOL,
+    fairseq_positions,
     keras,
     keras3_only,
     max_diff,
@@ -30,6 +31,7 @@ from _helpers import (
     random_inputs,
     reference,
     reference_mp,
+    tensor2tensor_table,
     to_numpy,
 )
 from hypothesis import HealthCheck, given, settings
@@ -1039,3 +1041,143 @@ def test_a_lookup_table_that_extends_computes_negative_positions():
         SinusoidalPositionEncoding(mode="lookup", max_length=16)(
             np.zeros((1, 4, 8), "float32"), start_index=-2
         )
+
+
+# -- published conventions (frequency rule, odd widths, offset, padding) -------
+
+# Positions in the thousands and near 2**31: the float64 transcriptions of
+# `_helpers` stay good to ~1e-12 there only for moderate positions.
+FAR = np.arange(5000, 5000 + LENGTH)
+
+
+@pytest.mark.parametrize("options", MODES)
+@pytest.mark.parametrize("layout", ["concatenated", "cos_sin"])
+@pytest.mark.parametrize("depth", [8, 9])
+def test_tensor2tensor_zero_column_matches_fairseq_formula(options, layout, depth):
+    # b**(-i / (d//2 - 1)), [sin | cos] or [cos | sin], odd widths zero-padded.
+    layer = _encoding(
+        options,
+        depth=depth,
+        layout=layout,
+        frequency_rule="tensor2tensor",
+        odd_depth="zero",
+        out_of_range="extend",
+    )
+    out = to_numpy(layer(_zeros(), start_index=int(FAR[0])))
+    expected = tensor2tensor_table(FAR, depth, cos_first=layout == "cos_sin")
+    np.testing.assert_allclose(out, np.broadcast_to(expected, out.shape), 0, TOL)
+
+
+def test_tensor2tensor_odd_width_with_sine_rule_has_one_more_frequency():
+    # odd_depth="sine": (d + 1) // 2 sines, the last at b**(-(d//2) / (d//2 - 1)).
+    out = to_numpy(
+        _encoding(
+            COMPUTE, depth=9, frequency_rule="tensor2tensor", layout="concatenated"
+        )(_zeros())
+    )
+    w = 10000.0 ** (-np.arange(5) / 3.0)
+    angle = np.arange(LENGTH)[:, None] * w
+    expected = np.concatenate([np.sin(angle), np.cos(angle[:, :4])], axis=-1)
+    np.testing.assert_allclose(out[0], expected, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("options", MODES)
+def test_padding_row_is_zero(options):
+    # The padding id's position reads zeros; every other row is the table's.
+    layer = _encoding(options, depth=DEPTH, padding_id=3)
+    out = to_numpy(layer(_zeros()))
+    expected = reference(np.arange(LENGTH), DEPTH)
+    expected[3] = 0.0
+    np.testing.assert_allclose(out[1], expected, rtol=0, atol=TOL)
+
+
+@pytest.mark.parametrize("options", MODES)
+def test_position_offset_reads_the_shifted_row(options):
+    # XGLM: position p reads row p + 2, explicit positions too.
+    layer = _encoding(options, depth=DEPTH, position_offset=2)
+    positions = np.array([5, 0, 7, 1, 2, 3, 4, 6])
+    out = to_numpy(layer(_zeros(), positions=positions))
+    expected = reference(positions + 2, DEPTH)
+    np.testing.assert_allclose(out[0], expected, rtol=0, atol=TOL)
+
+
+IDS = np.array([[9, 9, 9, 4, 5, 6, 7, 8], [4, 5, 6, 7, 8, 4, 5, 6]], np.int32)
+
+
+@pytest.mark.parametrize("options", MODES)
+def test_positions_from_ids_follow_fairseq(options):
+    # Left-padded rows count their own tokens from padding_id + 1; padding
+    # tokens read the zero row.
+    layer = SinusoidalPositionEncoding(
+        merge=None,
+        depth=DEPTH,
+        padding_id=9,
+        positions_from_ids=True,
+        out_of_range="extend",
+        **options,
+    )
+    out = to_numpy(layer(IDS))
+    positions = fairseq_positions(IDS, 9)
+    expected = reference(positions, DEPTH)
+    expected[positions == 9] = 0.0
+    assert out.shape == (2, LENGTH, DEPTH)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=TOL)
+
+
+def test_positions_from_ids_continue_at_start_index():
+    # A decoding step with a per-example cache length equals that step of
+    # the full call.
+    layer = _encoding(COMPUTE, depth=DEPTH, padding_id=9, positions_from_ids=True)
+    full = to_numpy(layer(IDS))
+    step = to_numpy(layer(IDS[:, -1:], start_index=np.array([4, 7])))
+    np.testing.assert_array_equal(step[:, 0], full[:, -1])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"frequency_rule": "t2t"}, r"`frequency_rule`, expected one of"),
+        ({"odd_depth": "pad"}, r"`odd_depth`, expected one of"),
+        ({"position_offset": 1.5}, r"`position_offset`, expected an int"),
+        ({"position_offset": 2**31}, r"`position_offset`, expected an int in"),
+        ({"padding_id": -1}, r"`padding_id`, expected a non-negative integer"),
+        ({"positions_from_ids": 1}, r"`positions_from_ids`, expected a bool"),
+        ({"positions_from_ids": True}, r"`padding_id`, expected an int with"),
+        (
+            {"positions_from_ids": True, "padding_id": 1, "merge": "add"},
+            r"`merge`, expected None with positions_from_ids=True",
+        ),
+        ({"depth": 7, "odd_depth": "error"}, r"`depth`, expected an even width"),
+        (
+            {"depth": 3, "frequency_rule": "tensor2tensor"},
+            r"`depth`, expected at least 4 with frequency_rule='tensor2tensor'",
+        ),
+        ({"depth": 1, "odd_depth": "zero"}, r"`depth`, expected at least 2"),
+    ],
+)
+def test_bad_convention_is_refused_by_name(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SinusoidalPositionEncoding(**kwargs)
+
+
+def test_odd_inputs_width_is_refused_at_build_with_odd_depth_error():
+    with pytest.raises(ValueError, match=r"`depth`, expected an even width.*depth=7"):
+        SinusoidalPositionEncoding(odd_depth="error")(_zeros(depth=7))
+
+
+def test_float_inputs_are_refused_with_positions_from_ids():
+    layer = _encoding(COMPUTE, depth=DEPTH, padding_id=1, positions_from_ids=True)
+    with pytest.raises(ValueError, match=r"`inputs`, expected integer token ids"):
+        layer(np.zeros((2, 8), "float32"))
+
+
+def test_explicit_positions_are_refused_with_positions_from_ids():
+    layer = _encoding(COMPUTE, depth=DEPTH, padding_id=1, positions_from_ids=True)
+    with pytest.raises(ValueError, match=r"`positions`, expected None with"):
+        layer(IDS, positions=np.arange(LENGTH))
+
+
+def test_negative_cache_length_is_refused_with_positions_from_ids():
+    layer = _encoding(COMPUTE, depth=DEPTH, padding_id=1, positions_from_ids=True)
+    with pytest.raises(ValueError, match=r"`start_index`, expected positions in \[0"):
+        layer(IDS, start_index=-1)

@@ -18,6 +18,7 @@ from _helpers import (
     TOL,
     only_tensorflow,
     reference,
+    tensor2tensor_table,
     tensor_of,
     to_numpy,
 )
@@ -281,11 +282,22 @@ def test_bad_batch_size():
         ({"max_wavelength": 10**400}, r"`max_wavelength`.*max_wavelength=10{400}$"),
         (
             {"layout": np.array(["interleaved"])},
-            r"`layout`, expected one of \('interleaved', 'concatenated'\)",
+            r"`layout`, expected one of \('interleaved', 'concatenated', 'cos_sin'\)",
         ),
         ({"dtype": "int32"}, r"`dtype`, expected a floating dtype.*dtype='int32'$"),
         ({"start_index": 2.7}, r"`start_index`.*Received: start_index=2\.7$"),
         ({"depth": "8"}, r"`depth`.*Received: depth='8'$"),
+        ({"frequency_rule": "fairseq"}, r"`frequency_rule`, expected one of"),
+        ({"odd_depth": None}, r"`odd_depth`, expected one of"),
+        ({"padding_id": -2}, r"`padding_id`, .*Received: padding_id=-2$"),
+        (
+            {"depth": 9, "odd_depth": "error"},
+            r"`depth`, expected an even width.*Received: depth=9$",
+        ),
+        (
+            {"depth": 2, "frequency_rule": "tensor2tensor"},
+            r"`depth`, expected at least 4.*Received: depth=2$",
+        ),
     ],
 )
 def test_bad_argument_is_one_value_error_naming_it(kwargs, match):
@@ -358,3 +370,34 @@ def test_version_is_single_sourced():
         # Imported from a copied tree (the lent GPU machine): no distribution.
         pytest.skip("keras-posenc is not installed as a distribution here")
     assert installed == keras_posenc.__version__
+
+
+@pytest.mark.parametrize("depth", [16, 17])
+def test_fairseq_table_matches_its_float64_formula(depth):
+    # M2M100's and NLLB's table: tensor2tensor frequencies, [sin | cos], a
+    # zero column for an odd width, the padding row zero; far positions too.
+    start = 100_000
+    table = keras_posenc.sinusoidal_table(
+        64,
+        depth,
+        start_index=start,
+        layout="concatenated",
+        frequency_rule="tensor2tensor",
+        odd_depth="zero",
+        padding_id=start + 5,
+    )
+    positions = start + np.arange(64)
+    expected = tensor2tensor_table(positions, depth, padding_id=start + 5)
+    np.testing.assert_allclose(to_numpy(table), expected, rtol=0, atol=TOL)
+
+
+def test_readme_layout_sentence_measured():
+    # The concatenated layout with the paper's frequencies is not M2M100's
+    # table (the README's correction): 0.52 apart at 12 rows, width 16.
+    paper = to_numpy(keras_posenc.sinusoidal_table(12, 16, layout="concatenated"))
+    m2m = tensor2tensor_table(np.arange(12), 16)
+    assert 0.5 < np.abs(paper - m2m).max() < 0.53
+    fairseq = keras_posenc.sinusoidal_table(
+        12, 16, layout="concatenated", frequency_rule="tensor2tensor"
+    )
+    np.testing.assert_allclose(to_numpy(fairseq), m2m, rtol=0, atol=TOL)

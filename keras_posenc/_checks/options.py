@@ -11,7 +11,16 @@ import dataclasses
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.arguments import invalid
 
-LAYOUTS = ("interleaved", "concatenated")
+LAYOUTS = ("interleaved", "concatenated", "cos_sin")
+# The frequency rules: the paper's ``b**(-2i/d)``; tensor2tensor's
+# ``b**(-i/(d//2 - 1))`` (fairseq, Whisper, MusicGen and most of transformers'
+# translation and speech models).
+FREQUENCY_RULES = ("paper", "tensor2tensor")
+# What an odd width holds: one more sine (the paper's, Marian's); the even
+# table with a zero column appended (fairseq); nothing (refused: Whisper).
+ODD_DEPTHS = ("sine", "zero", "error")
+# tensor2tensor's rule divides by ``depth // 2 - 1``.
+TENSOR2TENSOR_MIN_DEPTH = 4
 MODES = ("compute", "lookup")
 MERGES = ("add", "concat", None)
 OUT_OF_RANGE = ("error", "extend")
@@ -85,6 +94,11 @@ class SinusoidalOptions:
     scale_inputs: bool = False
     out_of_range: str = "error"
     sequence_axis: int = 1
+    frequency_rule: str = "paper"
+    odd_depth: str = "sine"
+    position_offset: int = 0
+    padding_id: int | None = None
+    positions_from_ids: bool = False
     # Not an option: the layout of each input shape, read at every call.
     _layouts: ShapeMemo = dataclasses.field(
         init=False, repr=False, compare=False, hash=False
@@ -115,7 +129,64 @@ class SinusoidalOptions:
             raise invalid(
                 "scale_inputs", f"False unless merge='add' (merge={self.merge!r})", True
             )
+        self._check_conventions(normalise)
+        if self.depth is not None:
+            self.check_width(self.depth)
         normalise("_layouts", ShapeMemo(self._layout))
+
+    def _check_conventions(self, normalise):
+        """The published conventions: frequency rule, odd widths, offset,
+        padding row and positions from token ids."""
+        _arguments.check_choice("frequency_rule", self.frequency_rule, FREQUENCY_RULES)
+        _arguments.check_choice("odd_depth", self.odd_depth, ODD_DEPTHS)
+        normalise(
+            "position_offset",
+            _arguments.check_int("position_offset", self.position_offset),
+        )
+        if abs(self.position_offset) >= _arguments.POSITION_LIMIT:
+            raise invalid(
+                "position_offset",
+                "an int in [-2**31 + 1, 2**31 - 1]",
+                self.position_offset,
+            )
+        if self.padding_id is not None:
+            normalise(
+                "padding_id",
+                _arguments.check_non_negative_int("padding_id", self.padding_id),
+            )
+        _arguments.check_bool("positions_from_ids", self.positions_from_ids)
+        if self.positions_from_ids:
+            if self.padding_id is None:
+                raise invalid("padding_id", "an int with positions_from_ids=True", None)
+            if self.merge is not None:
+                raise invalid(
+                    "merge",
+                    "None with positions_from_ids=True (the inputs are token ids)",
+                    self.merge,
+                )
+
+    def encoder_width(self, width):
+        """Columns the engine computes for an encoding `width` wide: one
+        fewer than an odd `width` with ``odd_depth="zero"`` (the last
+        column is zero)."""
+        return width - width % 2 if self.odd_depth == "zero" else width
+
+    def check_width(self, width, name="depth"):
+        """Refuses a `width` the conventions cannot lay out; returns it."""
+        if width % 2 and self.odd_depth == "error":
+            expected = (
+                "an even width with odd_depth='error' (the model refuses odd ones)"
+            )
+            raise invalid(name, expected, width)
+        low = TENSOR2TENSOR_MIN_DEPTH if self.frequency_rule == "tensor2tensor" else 2
+        if self.frequency_rule == "tensor2tensor" or self.odd_depth == "zero":
+            if width < low:
+                expected = (
+                    f"at least {low} with frequency_rule={self.frequency_rule!r} "
+                    f"and odd_depth={self.odd_depth!r}"
+                )
+                raise invalid(name, expected, width)
+        return width
 
     @property
     def lowest_position(self):
@@ -175,7 +246,7 @@ class SinusoidalOptions:
                 f"feature axis is unknown or absent (shape {shape})",
                 None,
             )
-        return _arguments.check_depth(width)
+        return self.check_width(_arguments.check_depth(width))
 
     def check_inputs_dtype(self, dtype):
         """Refuses integer inputs unless the encoding is returned alone."""

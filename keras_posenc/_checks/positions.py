@@ -381,6 +381,51 @@ def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2))
     return dataclasses.replace(parsed, checks=parsed.checks + per_example)
 
 
+def shifted(value, offset):
+    """`start_index` or `positions` moved by a model's `position_offset`
+    (XGLM's 2), before they are parsed: a plain int stays one."""
+    if not offset or value is None:
+        return value
+    if _is_int(value):
+        return int(value) + offset
+    if isinstance(value, (bool, float, str)):
+        return value  # refused by name when parsed
+    if ops.is_tensor(value) or _backend.is_tensor(value):
+        return value + ops.cast(offset, value.dtype)
+    array = np.asarray(value)
+    return array + offset if array.dtype.kind in "iu" else value
+
+
+def from_token_ids(ids, padding_id, start_index):
+    """fairseq's positions of token ids ``[batch, length]`` (`make_positions`).
+
+    ``(cumsum(ids != padding_id, axis=1) + start_index) * (ids !=
+    padding_id) + padding_id``: each row counts its own tokens from
+    ``padding_id + 1`` (a left-padded row starts later), padding tokens
+    get ``padding_id`` (the table's zero row), and `start_index` (a cache
+    length, scalar or ``[batch]``) continues the count.
+
+    Returns:
+        The `Positions` (explicit values ``[batch, length]``, int32).
+    """
+    dtype = _backend.dtype_name(ids)
+    if len(ids.shape) != 2 or dtype is None or dtype[:3] not in ("int", "uin"):
+        shape = f"<shape={tuple(ids.shape)} dtype={dtype}>"
+        raise invalid(
+            "inputs",
+            "integer token ids [batch, length] with positions_from_ids=True",
+            shape,
+        )
+    start, _, checks = integers("start_index", start_index, low=0, ranks=(0, 1))
+    start = ops.convert_to_tensor(start, "int32")
+    if len(start.shape) == 1:
+        checks += fits(start, 0, ids, 0, "start_index", _per_example(ids))
+        start = start[:, None]
+    tokens = ops.cast(ops.not_equal(ids, padding_id), "int32")
+    counts = ops.cumsum(tokens, axis=1) + start
+    return Positions(values=counts * tokens + padding_id, checks=checks)
+
+
 def fits(tensor, axis, inputs, input_axis, name, expected):
     """Whether ``tensor.shape[axis]`` equals ``inputs.shape[input_axis]``.
 

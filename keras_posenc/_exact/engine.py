@@ -539,10 +539,10 @@ def _encoder_bytes(encoder):
 
 
 @kept.memoized(_encoder_bytes)
-def sinusoidal_encoder(depth, max_wavelength, layout):
+def sinusoidal_encoder(depth, max_wavelength, layout, frequency_rule="paper"):
     """The `Encoder` of the sinusoidal table for one option set (kept:
     `kept.memoized`)."""
-    return Encoder(sinusoidal_constants(depth, max_wavelength, layout))
+    return Encoder(sinusoidal_constants(depth, max_wavelength, layout, frequency_rule))
 
 
 @kept.memoized(_encoder_bytes)

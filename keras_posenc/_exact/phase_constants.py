@@ -190,7 +190,7 @@ class PhaseConstants:
     turn_lo: np.ndarray  # float32 [3, n]: the rest, in turns
     fine_u: np.ndarray  # float32 [FINE_ROWS, C]: the column's value at l
     fine_v: np.ndarray  # float32 [FINE_ROWS, C]: its derivative in the angle
-    layout: str  # "interleaved" or "concatenated": see `columns`
+    layout: str  # "interleaved", "concatenated" or "cos_sin": see `columns`
 
     @property
     def width(self):
@@ -250,13 +250,17 @@ def columns(width, layout):
     `"interleaved"`: sin and cos of frequency ``c // 2`` alternate (the
     paper's layout). `"concatenated"`: the ``ceil(width / 2)`` sines, then
     the cosines (``[sin | cos]``, also the layout of RoPE rows).
+    `"cos_sin"`: the same frequencies with the roles swapped (``[cos |
+    sin]``, MusicGen's), so the engine lays out its coarse rows as for
+    `"concatenated"`.
     """
     if layout == "interleaved":
         index = np.arange(width)
         return index // 2, index % 2 == 0
-    n_sin, n_cos = (width + 1) // 2, width // 2
-    frequency = np.concatenate([np.arange(n_sin), np.arange(n_cos)])
-    return frequency, np.arange(width) < n_sin
+    n_first, n_second = (width + 1) // 2, width // 2
+    frequency = np.concatenate([np.arange(n_first), np.arange(n_second)])
+    first = np.arange(width) < n_first
+    return frequency, first if layout == "concatenated" else ~first
 
 
 def phase_constants(turns, width, layout):
@@ -266,7 +270,8 @@ def phase_constants(turns, width, layout):
         turns: sequence of ``(width + 1) // 2`` `decimal.Decimal`, turns per
             position.
         width: int. Output columns.
-        layout: `"interleaved"` or `"concatenated"` (see `columns`).
+        layout: `"interleaved"`, `"concatenated"` or `"cos_sin"` (see
+            `columns`).
 
     Returns:
         A `PhaseConstants`.
@@ -295,10 +300,27 @@ def phase_constants(turns, width, layout):
     )
 
 
-def sinusoidal_constants(depth, max_wavelength, layout):
+def tensor2tensor_turns(depth, max_timescale):
+    """Turns per position of tensor2tensor's rule, ``b**(-i / (depth // 2 - 1))``
+    over ``2 pi``, for the ``(depth + 1) // 2`` sine channels of `depth`
+    columns (`get_timing_signal_1d`, fairseq's and Whisper's `sinusoids`):
+    a geometric sequence, exact as `geometric_turns` makes it.
+
+    Args:
+        depth: int, at least 4 (the rule divides by ``depth // 2 - 1``).
+        max_timescale: float. The base ``b``.
+    """
+    return geometric_turns((depth + 1) // 2, max_timescale, depth // 2 - 1)
+
+
+def sinusoidal_constants(depth, max_wavelength, layout, frequency_rule="paper"):
     """`PhaseConstants` of the sinusoidal table (kept with its encoder:
-    `_exact.engine.sinusoidal_encoder`)."""
-    turns = sinusoidal_turns(depth, max_wavelength)
+    `_exact.engine.sinusoidal_encoder`); `frequency_rule` is `"paper"` or
+    `"tensor2tensor"` (`tensor2tensor_turns`)."""
+    if frequency_rule == "tensor2tensor":
+        turns = tensor2tensor_turns(depth, max_wavelength)
+    else:
+        turns = sinusoidal_turns(depth, max_wavelength)
     return phase_constants(turns, depth, layout)
 
 

@@ -198,23 +198,66 @@ class LookupTable:
         return self._fallback(positions, alone)
 
 
+class ConventionRows:
+    """A row source with a published model's padding row and odd column.
+
+    fairseq's tables (M2M100, NLLB, XGLM, Speech2Text, ...) hold zeros in
+    the row of the padding id and, for an odd width, in a last column
+    appended to the even table: both are placed here as masks and
+    concatenations of the engine's rows (no new sin or cos).
+
+    Args:
+        source: the row source of the engine's columns.
+        padding_id: int or `None`. The position whose row is zero.
+        zero_column: bool. Append a zero column.
+    """
+
+    def __init__(self, source, padding_id, zero_column):
+        self.source, self.padding_id = source, padding_id
+        self.zero_column = zero_column
+        self.encoder = source.encoder
+
+    @property
+    def width(self):
+        return self.encoder.width + int(self.zero_column)
+
+    def __call__(self, positions, alone=False):
+        rows = self.source(positions, alone)
+        if self.padding_id is not None:
+            padding = ops.equal(positions.as_values(), self.padding_id)
+            rows = ops.where(padding[..., None], ops.zeros_like(rows), rows)
+        if self.zero_column:
+            zeros = ops.zeros_like(rows[..., :1])
+            rows = ops.concatenate([rows, zeros], axis=-1)
+        return rows
+
+
 @_backend.host_work
-def sinusoidal_rows(options, width):
+def sinusoidal_rows(options, width, pinned=False):
     """The row source of a sinusoidal encoding of `width` columns.
 
     Args:
         options: a `SinusoidalOptions`.
         width: int. The encoding's width (`options.depth`, or the inputs').
+        pinned: bool. For function calls (see `ComputedRows`).
     """
-    encoder = _engine.sinusoidal_encoder(width, options.max_wavelength, options.layout)
+    columns = options.encoder_width(width)
+    encoder = _engine.sinusoidal_encoder(
+        columns, options.max_wavelength, options.layout, options.frequency_rule
+    )
     if options.mode == "compute":
-        return ComputedRows(encoder)
-    extend = ComputedRows(encoder) if options.out_of_range == "extend" else None
-    return LookupTable(encoder, options.max_length, extend)
+        source = ComputedRows(encoder, pinned=pinned)
+    else:
+        extend = ComputedRows(encoder) if options.out_of_range == "extend" else None
+        source = LookupTable(encoder, options.max_length, extend)
+    if options.padding_id is None and columns == width:
+        return source
+    return ConventionRows(source, options.padding_id, columns != width)
 
 
 __all__ = [
     "ComputedRows",
+    "ConventionRows",
     "LookupTable",
     "decoding_range",
     "kept_range",
