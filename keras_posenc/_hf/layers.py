@@ -156,3 +156,20 @@ def plan_arguments(config, seq_len=None, overrides=None):
             )
         found.append((layer_type, read[layer_type]))
     return found
+
+
+def layer_plan(make, config, seq_len=None, overrides=None):
+    """`RotaryEmbedding.layer_plan`: per layer index, the layer `make`
+    (the class) builds from `plan_arguments`, one per layer type (shared),
+    or None where the layer rotates nothing."""
+    made: dict = {}
+    found: list = []
+    for entry in plan_arguments(config, seq_len, overrides):
+        if entry is None:
+            found.append(None)
+            continue
+        layer_type, arguments = entry
+        if layer_type not in made:
+            made[layer_type] = make(**arguments)
+        found.append(made[layer_type])
+    return found
