@@ -462,17 +462,7 @@ class RotaryEmbedding(PositionLayer):
         >>> plan[0] is plan[1]
         True
         """
-        made: dict = {}
-        plan: list[RotaryEmbedding | None] = []
-        for entry in _hf_layers.plan_arguments(config, seq_len, kwargs):
-            if entry is None:
-                plan.append(None)
-                continue
-            layer_type, arguments = entry
-            if layer_type not in made:
-                made[layer_type] = cls(**arguments)
-            plan.append(made[layer_type])
-        return plan
+        return _hf_layers.layer_plan(cls, config, seq_len, kwargs)
 
     @property
     def max_wavelength(self) -> float:

@@ -396,6 +396,50 @@ def test_exaone4_global_layers_have_no_rope_with_a_sliding_window():
     assert None not in RotaryEmbedding.layer_plan(config)
 
 
+def test_exaone4_pattern_without_layer_types_is_read_as_transformers_derives():
+    # Issue 49 item 4: EXAONE-4.0-32B's shape, a numeric
+    # `sliding_window_pattern` and no `layer_types`. Exaone4Config derives
+    # layer i global where (i + 1) % pattern == 0; those are NoPE.
+    config = _config("exaone4")
+    plan = RotaryEmbedding.layer_plan(config)
+    pattern = config["sliding_window_pattern"]
+    want = [(i + 1) % pattern == 0 for i in range(config["num_hidden_layers"])]
+    assert [layer is None for layer in plan] == want
+    alone = RotaryEmbedding.from_hf_config(config, layer_type="sliding_attention")
+    assert _arguments(plan[0]) == _arguments(alone)
+    assert alone.rope_scaling["rope_type"] == "llama3"
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        (
+            {"sliding_window": None},
+            r"`sliding_window`, expected an integer, or a 'layer_types' list:"
+            r" transformers' exaone4 derives the layer types from"
+            r" 'sliding_window_pattern' and fails without a window",
+        ),
+        (
+            {"sliding_window_pattern": "LLLG"},
+            r"`sliding_window_pattern`, expected a positive integer without"
+            r" 'layer_types'.*Received: sliding_window_pattern='LLLG'",
+        ),
+        (
+            {"sliding_window_pattern": 0},
+            r"`sliding_window_pattern`, expected a positive integer.*"
+            r"Received: sliding_window_pattern=0",
+        ),
+    ],
+)
+def test_exaone4_pattern_transformers_cannot_derive_is_refused(changes, match):
+    # transformers fails on these (ZeroDivisionError, TypeError).
+    config = {**_config("exaone4"), **changes}
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding.layer_plan(config)
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding.from_hf_config(config, layer_type="sliding_attention")
+
+
 def test_olmo3_plan_gives_sliding_and_full_layers_their_own_rope():
     case = next(c for c in PLAN_CASES if c["name"] == "olmo3.published")
     plan = RotaryEmbedding.layer_plan(case["config"])

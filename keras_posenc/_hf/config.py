@@ -116,7 +116,7 @@ def _rope_dict(arch, config):
     return None, _hf_splits.copy_params(arch.rope_parameters or {})
 
 
-def _select_layer(params, config, layer_type):
+def _select_layer(model_type, params, config, layer_type):
     """The flat parameters of `layer_type`; whether they were nested."""
     nested = sorted(k for k, v in params.items() if isinstance(v, dict))
     if nested:
@@ -126,7 +126,7 @@ def _select_layer(params, config, layer_type):
             )
         return dict(params[layer_type]), True
     if layer_type is not None:
-        declared = config.get("layer_types")
+        declared = _hf_splits.layer_types(model_type, config)
         allowed = sorted(set(declared)) if isinstance(declared, list) else []
         if layer_type not in allowed:
             raise _arguments.invalid(
@@ -300,7 +300,7 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         name, params = _rope_dict(arch, config)
         _hf_splits.check_per_layer(model_type, arch, name, params)
     default, name = name is None, name or "rope_parameters"
-    params, nested = _select_layer(params, config, layer_type)
+    params, nested = _select_layer(model_type, params, config, layer_type)
     given_type, rope_type = _rope_type(model_type, arch, name, params)
     _check_keys(model_type, arch, name, params)
     if arch.section is not None:

@@ -14,6 +14,7 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf import config as _hf_config
 from keras_posenc._hf import config_file as _hf_json
+from keras_posenc._hf import splits as _hf_splits
 from keras_posenc._hf.architectures import resolve
 from keras_posenc._hf.plans import PLANS, TRANSFORMERS_VERSION
 
@@ -97,9 +98,10 @@ RULES = {
 }
 
 
-def _layer_types(config, layers, needed):
-    """The `layer_types` list of `config` (None entries without one)."""
-    layer_types = config.get("layer_types")
+def _layer_types(model_type, config, layers, needed):
+    """The `layer_types` list of `config`, or the one its configuration class
+    derives (EXAONE-4's `sliding_window_pattern`); None entries without."""
+    layer_types = _hf_splits.layer_types(model_type, config, layers)
     if layer_types is None and not needed:
         return [None] * layers
     if (
@@ -134,7 +136,7 @@ def plan(config, rule=None):
         "num_hidden_layers", text.get("num_hidden_layers"), MAX_LAYERS
     )
     needed = rule != "every" or text.get("layer_types") is not None
-    layer_types = _layer_types(text, layers, needed)
+    layer_types = _layer_types(model_type, text, layers, needed)
     rotates = RULES[rule](text, layer_types)
     return [t if on else False for t, on in zip(layer_types, rotates, strict=True)]
 
@@ -155,4 +157,21 @@ def plan_arguments(config, seq_len=None, overrides=None):
                 config, seq_len, layer_type, overrides
             )
         found.append((layer_type, read[layer_type]))
+    return found
+
+
+def layer_plan(make, config, seq_len=None, overrides=None):
+    """`RotaryEmbedding.layer_plan`: per layer index, the layer `make`
+    (the class) builds from `plan_arguments`, one per layer type (shared),
+    or None where the layer rotates nothing."""
+    made: dict = {}
+    found: list = []
+    for entry in plan_arguments(config, seq_len, overrides):
+        if entry is None:
+            found.append(None)
+            continue
+        layer_type, arguments = entry
+        if layer_type not in made:
+            made[layer_type] = make(**arguments)
+        found.append(made[layer_type])
     return found

@@ -102,3 +102,46 @@ def check_per_layer(model_type, arch, name, params):
             "its RoPE per layer type"
         )
         raise _arguments.invalid(name, expected, shortened(params))
+
+
+def _every_nth_global(config, layers):
+    """EXAONE-4 (`Exaone4Config.__post_init__`): layer ``i`` is global where
+    ``(i + 1) % sliding_window_pattern == 0`` (default 4), sliding otherwise;
+    without a `sliding_window` the pattern is 0 and transformers fails."""
+    if "sliding_window" in config and config["sliding_window"] is None:
+        expected = (
+            "an integer, or a 'layer_types' list: transformers' exaone4 derives "
+            "the layer types from 'sliding_window_pattern' and fails without a "
+            "window (ZeroDivisionError)"
+        )
+        raise _arguments.invalid("sliding_window", expected, None)
+    pattern = config.get("sliding_window_pattern", 4)
+    if not _arguments.is_int(pattern) or pattern <= 0:
+        expected = (
+            "a positive integer without 'layer_types' (transformers' exaone4 "
+            "derives the layer types from it: every n-th layer global)"
+        )
+        raise _arguments.invalid("sliding_window_pattern", expected, shortened(pattern))
+    return [
+        "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+        for i in range(layers)
+    ]
+
+
+# Model types whose configuration class derives `layer_types` when a config
+# has none: (the derivation, its default `num_hidden_layers`).
+DERIVED_LAYER_TYPES = {"exaone4": (_every_nth_global, 32)}
+
+
+def layer_types(model_type, config, layers=None):
+    """`config`'s `layer_types`, else the list its configuration class derives
+    for `layers` layers (by default the config's `num_hidden_layers`), else
+    None."""
+    declared = config.get("layer_types")
+    if declared is not None or model_type not in DERIVED_LAYER_TYPES:
+        return declared
+    derive, default = DERIVED_LAYER_TYPES[model_type]
+    if layers is None:
+        layers = config.get("num_hidden_layers", default)
+        layers = layers if _arguments.is_int(layers) and layers > 0 else default
+    return derive(config, layers)
