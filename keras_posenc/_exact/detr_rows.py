@@ -29,6 +29,7 @@ from `_exact.engine.sincos_of_phase`, within 3.3e-8 of the exact values.
 
 import dataclasses
 import decimal
+import functools
 
 import numpy as np
 from keras import ops
@@ -40,6 +41,8 @@ from keras_posenc._exact import engine as _engine
 from keras_posenc._exact import kept
 from keras_posenc._exact.phase_constants import PI, phase_constants
 
+# Compiled eager JAX functions a `SineRows` keeps (one per feature-map size).
+_COMPILED = 8
 # Digits of the host arithmetic: the largest turns (a line with no valid
 # cell, ``N = 0``: ``scale / (2 pi eps)``, about 1e6) keep more than 60
 # correct digits below the point.
@@ -172,6 +175,9 @@ class SineRows:
     def __init__(self, options, dim):
         self.options, self.dim, self.count = options, dim, dim // 4
         self._device = {}  # (axis, lengths) -> {device: constants}
+        # (sizes, masked) -> one compiled eager JAX function (JAX would
+        # otherwise compile each of some fifty ops per shape).
+        self._compiled = {}
 
     def _tables(self, axis, lengths):
         options = self.options
@@ -210,6 +216,22 @@ class SineRows:
 
     def __call__(self, sizes, pixel_mask=None, name="inputs"):
         """float32 ``[H, W, D]``, or ``[batch, H, W, D]`` with `pixel_mask`."""
+        sizes = tuple(sizes)
+        eager_jax = _backend.NAME == "jax" and not _backend.tracing()
+        if not eager_jax or not all(isinstance(s, int) for s in sizes):
+            return self._computed(sizes, pixel_mask, name)
+        key = (sizes, pixel_mask is None)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            if len(self._compiled) >= _COMPILED:
+                self._compiled.clear()
+            compiled = _backend.jit_on_jax(
+                functools.partial(self._computed, sizes, name=name)
+            )
+            self._compiled[key] = compiled
+        return compiled(pixel_mask)
+
+    def _computed(self, sizes, pixel_mask, name="inputs"):
         if pixel_mask is not None:
             return self._masked(self._static(sizes, name), pixel_mask)
         options = self.options
