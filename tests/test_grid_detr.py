@@ -17,7 +17,8 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import TOL, exact, keras, max_diff, to_numpy
+from _helpers import TOL, exact, max_diff, to_numpy
+from keras.backend import standardize_dtype
 
 from keras_posenc import GridPositionEncoding, grid_sincos_table
 
@@ -198,7 +199,7 @@ def test_merge_add_adds_the_encoding():
 def test_mixed_precision_output_is_the_float32_table_cast_once():
     layer = GridPositionEncoding(sine="detr", merge=None, dtype="mixed_float16")
     got = layer(_features((1, 5, 6, 16)))
-    assert keras.backend.standardize_dtype(got.dtype) == "float16"
+    assert standardize_dtype(got.dtype) == "float16"
     want = detr_sine(np.ones((1, 5, 6), bool), 16)
     assert max_diff(to_numpy(got), want) <= 2.0**-11  # float16's half ulp at 1
 
@@ -509,3 +510,39 @@ def test_table_of_a_3d_grid_is_refused():
     )
     with pytest.raises(ValueError, match=exact(message)):
         grid_sincos_table((2, 3, 4), 16, sine="detr")
+
+
+# -- survey and docs -------------------------------------------------------------
+
+DOCS = os.path.join(HERE, os.pardir, "docs", "grids.md")
+SECTION = "## DETR and RT-DETR sines"
+
+
+def _section():
+    with open(DOCS, encoding="utf-8") as f:
+        text = f.read()
+    return text[text.index(SECTION) :]
+
+
+def test_survey_lists_exactly_the_types_read_and_refused():
+    from keras_posenc._hf import detection
+
+    with open(os.path.join(GOLDEN_DIR, "survey.json"), encoding="utf-8") as f:
+        survey = json.load(f)
+    read = {t for t, e in survey.items() if e["status"] == "read"}
+    refused = {t for t, e in survey.items() if e["status"] == "refused"}
+    assert read == set(detection.MODEL_TYPES)
+    assert refused == set(detection.REFUSED)
+
+
+def test_docs_table_lists_every_surveyed_type():
+    with open(os.path.join(GOLDEN_DIR, "survey.json"), encoding="utf-8") as f:
+        survey = json.load(f)
+    rows = re.findall(r"^\| `([\w-]+)` \| (read|refused) \|", _section(), re.M)
+    assert dict(rows) == {t: e["status"] for t, e in survey.items()}
+
+
+@pytest.mark.parametrize("block", range(len(re.findall(r"```python\n", _section()))))
+def test_docs_python_block_runs_alone(block):
+    source = re.findall(r"```python\n(.*?)```", _section(), re.S)[block]
+    exec(compile(source, f"docs/grids.md, DETR block {block}", "exec"), {})

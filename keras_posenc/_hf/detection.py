@@ -134,6 +134,15 @@ MODEL_TYPES = {
 # fmt: on
 
 # Types with a 2-D sine (or a sine-like table) that are not read, and why.
+_VIDEO = (
+    "two DETR sines, the vision neck's (vision_config.fpn_hidden_size) and the "
+    "memory encoder's (memory_encoder_output_channels); one layer is one "
+    "sine: build GridPositionEncoding(sine='detr', merge=None) for each"
+)
+_MAE = (
+    "its fixed table is MAE's [sin w | cos w | sin h | cos h] layout: "
+    "keras_posenc.GridPositionEncoding() (the default sine)"
+)
 REFUSED = {
     "omdet-turbo": (
         "its build_2d_sincos_position_embedding flattens a width-major "
@@ -141,7 +150,17 @@ REFUSED = {
         "index (h*W + w) % H), which is a channels-last grid only when H == W; "
         "there it equals GridPositionEncoding(sine='rt_detr', merge=None)"
     ),
-    "vit_mae": "MAE's fixed 2-D sin-cos table: keras_posenc.GridPositionEncoding()",
+    "vit_mae": _MAE,
+    "aimv2": _MAE + " (native resolution: is_native)",
+    "granite_docling": _MAE + " (the RT-DETR table rolled by D/2)",
+    "sam2_video": _VIDEO,
+    "edgetam_video": _VIDEO,
+    "sam3_tracker_video": _VIDEO,
+    "sam3_lite_text": (
+        "its sines are its geometry encoder's (hidden_size) and its "
+        "decoder's (normalize=False); build GridPositionEncoding(sine='detr', "
+        "merge=None) (normalize=False for the decoder's) for each"
+    ),
 }
 
 # Sub-configs' defaults, as their configuration classes set them.
