@@ -15,7 +15,10 @@ from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.grid_options import GridOptions, check_grid_shape
 from keras_posenc._checks.positions import Check
+from keras_posenc._checks.sine_options import SineOptions, check_pixel_mask
+from keras_posenc._exact.detr_rows import SineRows
 from keras_posenc._exact.grid_rows import GridRows
+from keras_posenc._hf import detection as _hf_detection
 from keras_posenc._keras import PositionLayer, keras, output_shape
 
 
@@ -50,6 +53,12 @@ def grid_sincos_table(
     positions: str = "exact",
     max_grid_shape: tuple | None = None,
     crop: str = "center",
+    sine: str = "mae",
+    temperature: float | tuple | None = None,
+    normalize: bool | None = None,
+    offset: float | None = None,
+    scale: float | None = None,
+    pixel_mask: Any = None,
     dtype: str = "float32",
 ) -> Any:
     """The fixed sin-cos table of a 1-D, 2-D or 3-D grid of patches.
@@ -98,10 +107,41 @@ def grid_sincos_table(
             Defaults to `None`.
         crop: `"center"` (SD3's `top = (max - h) // 2`) or `"top_left"`.
             Defaults to `"center"`.
+        sine: the 2-D sine's family: `"mae"` (the above), `"detr"` (DETR's
+            normalized-coordinate sine: DETR, Conditional/Deformable/DAB-DETR,
+            Table Transformer, MaskFormer, Mask2Former, OneFormer, Grounding
+            DINO, SAM 2/3, EdgeTAM) or `"rt_detr"` (RT-DETR's
+            `build_2d_sinusoidal_position_embedding`: RT-DETR v1/v2,
+            D-FINE, DEIMv2, PP-DocLayout). Both take 2-D grids `(H, W)` and
+            a `dim` that is a multiple of 4, and none of MAE's options
+            above. DETR's channels are `[y D/2 | x D/2]`, each interleaved
+            `sin, cos` pairs of angle `pos / temperature ** (4k / D)` at
+            `pos = (c - offset) / (n + 1e-6) * scale` (`c`: 1-based row or
+            column among the valid cells of its line, `n` the line's valid
+            length; `pos = c` without `normalize`); RT-DETR's are
+            `[sin y | cos y | sin x | cos x]`, `D/4` each, angle
+            `i * temperature ** (-4k / D)` at 0-based index `i`. Within
+            2e-7 of the float64 values of those formulas. Defaults to
+            `"mae"`.
+        temperature: number > 1, or a `(height, width)` pair (DAB-DETR's
+            `temperature_height`, `temperature_width`), or `None`: 10000
+            (DETR and most of its family; Grounding DINO: 20).
+            Detection sines only.
+        normalize: bool or `None` (True). `sine="detr"` only: False counts
+            positions unnormalized (SAM 3's decoder).
+        offset: `0.0`, `0.5` (Deformable DETR: `c - 0.5`) or `None` (0.0).
+            `sine="detr"` with `normalize` only.
+        scale: number > 0 or `None` (`2 * pi`, every model). `sine="detr"`
+            with `normalize` only.
+        pixel_mask: bool `[batch, H, W]` or `None` (`sine="detr"` only):
+            True at valid cells of padded images, which are then each
+            normalized by their own valid height and width (DETR's
+            `pixel_mask` at the feature map's resolution).
         dtype: floating dtype of the result. Defaults to `"float32"`.
 
     Returns:
-        A backend tensor `[extra_tokens + prod(grid_shape), dim]`.
+        A backend tensor `[extra_tokens + prod(grid_shape), dim]`, or
+        `[batch, H * W, dim]` with a `pixel_mask`.
 
     Example:
 
@@ -119,12 +159,31 @@ def grid_sincos_table(
         max_grid_shape=max_grid_shape,
         crop=crop,
     )
+    sines = SineOptions(sine, temperature, normalize, offset, scale)
+    sines.check_grid(options)
     sizes = check_grid_shape("grid_shape", grid_shape)
+    if sines.sine != "mae" or pixel_mask is not None:
+        return _sine_table(sines, sizes, dim, pixel_mask, dtype)
     axes = options.for_rank(len(sizes))
     dim = axes.check_dim(dim)
     dtype = _arguments.check_floating_dtype(dtype)
     table = GridRows(axes, dim)(sizes)
     return ops.cast(_with_tokens(table, dim, options.extra_tokens), dtype)
+
+
+def _sine_table(sines, sizes, dim, pixel_mask, dtype):
+    """`grid_sincos_table` of a detection sine: ``[H * W, dim]`` rows, or
+    ``[batch, H * W, dim]`` with a pixel mask."""
+    if len(sizes) != 2:
+        expected = f"a 2-D grid (H, W) with sine={sines.sine!r}"
+        raise _arguments.invalid("grid_shape", expected, sizes)
+    dim = sines.check_dim(dim)
+    dtype = _arguments.check_floating_dtype(dtype)
+    batch = None if pixel_mask is None else pixel_mask.shape[0]
+    check_pixel_mask(sines, pixel_mask, (batch, *sizes))
+    table = SineRows(sines, dim)(sizes, pixel_mask, "grid_shape")
+    shape = (-1, dim) if pixel_mask is None else (-1, sizes[0] * sizes[1], dim)
+    return ops.cast(ops.reshape(table, shape), dtype)
 
 
 def _made_rows(axes, dim):
@@ -162,6 +221,20 @@ class GridPositionEncoding(PositionLayer):
             as in `grid_sincos_table`.
         mode: `"compute"` or `"lookup"` (needs `max_grid_shape`).
             Defaults to `"compute"`.
+        sine, temperature, normalize, offset, scale: the 2-D sine of
+            detection models (DETR's normalized coordinates, RT-DETR's
+            `build_2d_sinusoidal_position_embedding`), as in
+            `grid_sincos_table`; with them the inputs are feature maps
+            `[batch, H, W, C]`, `C` a multiple of 4. Defaults to `"mae"`
+            and `None`s. `GridPositionEncoding.from_hf_config` sets them
+            from a checkpoint's `config.json`.
+        dim: int or `None`. With a detection sine, the feature width the
+            inputs must have (a checkpoint's `d_model`); `None` takes the
+            inputs'. Defaults to `None`.
+        merge: `"add"` returns `inputs + PE`; `None` returns the encoding
+            alone, `[batch, H, W, C]` (the inputs give its shape: the
+            position modules of transformers' detection models).
+            Defaults to `"add"`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -169,6 +242,10 @@ class GridPositionEncoding(PositionLayer):
             `[batch, N, C]`.
         grid_shape: tuple or `None`: the grid of token inputs for this
             call. Defaults to the layer's.
+        pixel_mask: bool tensor `[batch, H, W]` or `None` (`sine="detr"`
+            only): True at the valid cells of padded images, at the
+            feature map's resolution; each image is normalized by its own
+            valid height and width. Defaults to `None` (all valid).
 
     Input shape:
         `(batch, H, W, C)`, `(batch, T, H, W, C)` or `(batch, N, C)`.
@@ -198,6 +275,13 @@ class GridPositionEncoding(PositionLayer):
         mode: str = "compute",
         max_grid_shape: tuple | None = None,
         crop: str = "center",
+        sine: str = "mae",
+        temperature: float | tuple | None = None,
+        normalize: bool | None = None,
+        offset: float | None = None,
+        scale: float | None = None,
+        dim: int | None = None,
+        merge: str | None = "add",
         **kwargs: Any,
     ) -> None:
         options = GridOptions(
@@ -210,10 +294,13 @@ class GridPositionEncoding(PositionLayer):
             max_grid_shape=max_grid_shape,
             crop=crop,
         )
+        sines = SineOptions(sine, temperature, normalize, offset, scale, dim)
+        sines.check_grid(options)
+        self.merge = _arguments.check_choice("merge", merge, ("add", None))
         super().__init__(**kwargs)
         _arguments.check_floating_dtype(self.compute_dtype, name="dtype")
-        self._options = options
-        for name, value in options.to_config().items():
+        self._options, self._sines = options, sines
+        for name, value in {**options.to_config(), **sines.to_config()}.items():
             setattr(self, name, value)
         self._dim = 0  # the features, known in `build`
         self._rows: dict = {}  # rank -> `_exact.grid_rows.GridRows`
@@ -231,7 +318,48 @@ class GridPositionEncoding(PositionLayer):
             f"<shape={tuple(input_shape)}>",
         )
 
+    @classmethod
+    def from_hf_config(cls, config: Any, **kwargs: Any) -> "GridPositionEncoding":
+        """The 2-D sine of a detection model's Hugging Face `config.json`.
+
+        The position module of each model type of transformers 5.24.0 with
+        a 2-D sine (`_hf.detection.MODEL_TYPES`: DETR and its family,
+        RT-DETR and its family, SAM 2/3 and EdgeTAM), as a layer with
+        `merge=None`: called on a feature map `[batch, H, W, C]` (and
+        DETR's `pixel_mask` at that resolution) it returns that module's
+        output, channels last. Composite configs (`backbone_config`,
+        `vision_config`, ...) are read as transformers reads them; a type
+        with learned positions (`position_embedding_type="learned"`) and
+        every other type are refused by name, saying what they use.
+
+        Args:
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json` file or of a directory holding one.
+            **kwargs: other layer arguments (`name`, `dtype`), not one read
+                from `config`.
+
+        Returns:
+            A `GridPositionEncoding`.
+
+        Example:
+
+        >>> layer = keras_posenc.GridPositionEncoding.from_hf_config(
+        ...     {"model_type": "deformable_detr", "d_model": 256})
+        >>> layer.sine, layer.offset, layer.merge
+        ('detr', 0.5, None)
+        """
+        return cls(**_hf_detection.layer_arguments(config, kwargs))
+
     def build(self, input_shape):
+        if self._sines.sine != "mae":
+            if len(input_shape) != 4:
+                expected = f"a feature map [batch, H, W, C] with sine={self.sine!r}"
+                raise _arguments.invalid(
+                    "inputs", expected, f"<shape={tuple(input_shape)}>"
+                )
+            self._dim = self._sines.check_dim(input_shape[-1], "inputs")
+            self._sine_rows = SineRows(self._sines, self._dim)
+            return super().build(input_shape)
         rank = self._rank(input_shape, self._options.grid_shape)
         self._dim = self._options.for_rank(rank).check_dim(input_shape[-1], "inputs")
         self._rows_of(rank)  # lookup mode: the tables, built once
@@ -297,20 +425,26 @@ class GridPositionEncoding(PositionLayer):
         return list(sizes), (check,)
 
     @_backend.on_keras_device
-    def call(self, inputs: Any, grid_shape: Any = None) -> Any:
+    def call(self, inputs: Any, grid_shape: Any = None, pixel_mask: Any = None) -> Any:
         dtype = _backend.dtype_name(inputs)
         if not backend.is_float_dtype(dtype):
             raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
+        check_pixel_mask(self._sines, pixel_mask, tuple(inputs.shape)[:3])
         sizes, checks = self._grid(inputs, grid_shape or self._options.grid_shape)
-        rows = self._rows_of(len(sizes))
-        table = rows(sizes, "inputs" if len(inputs.shape) > 3 else "grid_shape")
-        if len(inputs.shape) == 3:
-            table = _with_tokens(table, self._dim, self._options.extra_tokens)
+        if self._sines.sine != "mae":
+            table = self._sine_rows(sizes, pixel_mask)
+        else:
+            rows = self._rows_of(len(sizes))
+            table = rows(sizes, "inputs" if len(inputs.shape) > 3 else "grid_shape")
+            if len(inputs.shape) == 3:
+                table = _with_tokens(table, self._dim, self._options.extra_tokens)
         if checks:
             table = _fitted(table, ops.shape(inputs)[1], checks)
         if table.dtype != inputs.dtype:  # a 16-bit policy: cast once
             table = ops.cast(table, inputs.dtype)
         with _backend.checks_first(checks):  # before a broadcast that fails
+            if self.merge is None:
+                return ops.broadcast_to(table, ops.shape(inputs))
             return inputs + table
 
     def compute_output_shape(self, input_shape):
@@ -319,6 +453,7 @@ class GridPositionEncoding(PositionLayer):
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self._options.to_config())
+        config.update(self._sines.to_config(), merge=self.merge)
         return config
 
 

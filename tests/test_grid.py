@@ -461,43 +461,83 @@ CONFIG = {
 }
 
 
-def test_config_round_trip():
-    layer = GridPositionEncoding(**CONFIG)
+# Each saved configuration: its arguments, its inputs' shape (batch aside),
+# and whether its model takes DETR's pixel mask as a second input.
+SAVED = {
+    "mae": (CONFIG, (1 + 12, 16), False),
+    "detr": (
+        {"sine": "detr", "temperature": [20.0, 10.0], "offset": 0.5, "dim": 16},
+        (5, 7, 16),
+        True,
+    ),
+    "rt_detr": (
+        {"sine": "rt_detr", "temperature": 100.0, "merge": None},
+        (5, 7, 16),
+        False,
+    ),
+}
+SAVED_CASES = pytest.mark.parametrize("saved", sorted(SAVED))
+
+
+@SAVED_CASES
+def test_config_round_trip(saved):
+    arguments = SAVED[saved][0]
+    layer = GridPositionEncoding(**arguments)
     config = layer.get_config()
-    assert {k: config[k] for k in CONFIG} == CONFIG
+    assert {k: config[k] for k in arguments} == arguments
     json.dumps(config)
     again = GridPositionEncoding.from_config(config)
     assert again.get_config() == config
 
 
-def _model(**kwargs):
-    inputs = keras.Input(shape=(1 + 12, 16))
+def _model(saved):
+    arguments, shape, masked = SAVED[saved]
+    inputs = keras.Input(shape=shape)
     head = keras.layers.Dense(
         4, kernel_initializer=keras.initializers.RandomNormal(seed=0)
     )
-    return keras.Model(inputs, head(GridPositionEncoding(**kwargs)(inputs)))
+    if not masked:
+        return keras.Model(inputs, head(GridPositionEncoding(**arguments)(inputs)))
+    mask = keras.Input(shape=shape[:-1], dtype="bool")
+    outputs = head(GridPositionEncoding(**arguments)(inputs, pixel_mask=mask))
+    return keras.Model([inputs, mask], outputs)
 
 
-def test_keras_file_round_trip(tmp_path):
-    model = _model(**CONFIG)
+def _model_inputs(saved):
+    _, shape, masked = SAVED[saved]
+    x = _x((2, *shape))
+    if not masked:
+        return x
+    mask = np.ones((2, *shape[:-1]), bool)
+    mask[0, 3:, :] = mask[0, :, 4:] = False  # image 0 padded
+    return [x, mask]
+
+
+@SAVED_CASES
+def test_keras_file_round_trip(tmp_path, saved):
+    model = _model(saved)
     path = str(tmp_path / "grid.keras")
     model.save(path)
     restored = keras.models.load_model(path, safe_mode=True)
-    x = _x((2, 13, 16))
+    x = _model_inputs(saved)
     np.testing.assert_array_equal(to_numpy(restored(x)), to_numpy(model(x)))
 
 
 @pytest.mark.skipif(
     not LEGACY and BACKEND == "torch", reason="torch writes no SavedModels"
 )
-def test_saved_model_serves_the_layer(tmp_path):
+@SAVED_CASES
+def test_saved_model_serves_the_layer(tmp_path, saved):
     import tensorflow as tf
 
-    model = _model(**CONFIG)
+    model = _model(saved)
     path = export_saved_model(model, tmp_path / "grid")
-    x = _x((2, 13, 16))
+    x = _model_inputs(saved)
     serve = tf.saved_model.load(path).signatures["serving_default"]
-    (out,) = serve(tf.constant(x)).values()
+    names = sorted(serve.structured_input_signature[1])
+    values = x if isinstance(x, list) else [x]
+    feeds = {n: tf.constant(v) for n, v in zip(names, values, strict=True)}
+    (out,) = serve(**feeds).values()
     assert max_diff(out.numpy(), to_numpy(model(x))) <= 1e-6
 
 
