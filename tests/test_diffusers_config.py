@@ -16,9 +16,9 @@ import shutil
 
 import numpy as np
 import pytest
+from _helpers import TOL, exact, max_diff, to_numpy
 
 from keras_posenc import GridPositionEncoding, RotaryEmbedding, TimestepEmbedding
-from tests._helpers import TOL, exact, max_diff, to_numpy
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "diffusers")
 CONFIGS = os.path.join(HERE, "configs")
