@@ -131,6 +131,17 @@ def build_model(use_encoding: bool = True, width: int = 32) -> Any:
     return keras.Model(tokens, outputs)
 
 
+def _fit_verbosity(verbose: int) -> int:
+    """Keras's progress bar (`verbose=1`) on a terminal; one line per epoch
+    (`verbose=2`) where stdout is a file or a pipe. Keras draws the bar with
+    ANSI escapes and carriage returns whenever Python runs on POSIX (its
+    `Progbar` checks `"posix" in sys.modules`, not only `isatty`), which a
+    redirected log keeps as noise."""
+    stdout = sys.stdout
+    terminal = hasattr(stdout, "isatty") and stdout.isatty()
+    return 2 if verbose == 1 and not terminal else verbose
+
+
 def train(
     model: Any,
     max_steps: int = MAX_STEPS,
@@ -151,7 +162,10 @@ def train(
         target: float or None. Validation accuracy at which training stops
             early; `None` trains for all `max_steps`. Defaults to
             `TARGET_ACCURACY`.
-        verbose: int. Keras `fit` verbosity. Defaults to `1`.
+        verbose: int. Keras `fit` verbosity: `1` is the progress bar on a
+            terminal and one line per epoch (`2`) when stdout is not one (a
+            file, a pipe: Keras's bar would write ANSI escapes there).
+            Defaults to `1`.
 
     Returns:
         The `History.history` dict (`loss`, `accuracy`, `val_loss`,
@@ -200,7 +214,7 @@ def train(
         train_y,
         batch_size=BATCH_SIZE,
         epochs=-(-max_steps // STEPS_PER_EPOCH),
-        verbose=verbose,
+        verbose=_fit_verbosity(verbose),
         validation_data=(val_x, val_y),
         callbacks=[Budget()],
     )
@@ -454,7 +468,9 @@ def run(
             `TARGET_ACCURACY`. Defaults to `MAX_STEPS`.
         overwrite: bool. Replace an earlier demo output at `out_dir` (a
             directory holding `report.json`). Defaults to `False`.
-        verbose: int. Keras `fit` verbosity. Defaults to `1`.
+        verbose: int. Keras `fit` verbosity (`1`: a progress bar on a
+            terminal, one line per epoch otherwise, as in `train`).
+            Defaults to `1`.
 
     Returns:
         The report dict (also written to `out_dir/report.json`).

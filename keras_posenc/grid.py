@@ -16,6 +16,7 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.grid_options import GridOptions, check_grid_shape
 from keras_posenc._checks.positions import Check
 from keras_posenc._checks.sine_options import SineOptions, check_pixel_mask
+from keras_posenc._diffusers import layers as _diffusers
 from keras_posenc._exact.detr_rows import SineRows
 from keras_posenc._exact.grid_rows import GridRows
 from keras_posenc._hf import detection as _hf_detection
@@ -455,6 +456,45 @@ class GridPositionEncoding(PositionLayer):
         config.update(self._options.to_config())
         config.update(self._sines.to_config(), merge=self.merge)
         return config
+
+    @classmethod
+    def from_diffusers_config(cls, config, **kwargs):
+        """The sin-cos grid of a diffusers transformer, from its config.
+
+        The table diffusers adds to the patches (MAE's 2-D sin-cos, He et
+        al., 2021, https://arxiv.org/abs/2111.06377), with its positions
+        rounded to float32 as diffusers computes them (`positions="float32"`):
+        `PatchEmbed`'s `base_size = sample_size // patch_size` and
+        `interpolation_scale` for `PixArtTransformer2DModel` (None: `max(
+        sample_size // 64, 1)`), `DiTTransformer2DModel` and
+        `SanaTransformer2DModel` (None: no position encoding, refused);
+        `SD3Transformer2DModel`'s `pos_embed_max_size` table, centre-cropped
+        (`mode="lookup"`); `CogVideoXTransformer3DModel`'s 3-D table of its
+        sample video (`grid_shape=(T, H, W)`, the text's
+        `max_text_seq_length` tokens first) when it does not use RoPE. A
+        model whose positions are RoPE (FLUX, CogVideoX 5B and 1.5) or a
+        learned weight is refused, saying which; so are other classes, keys
+        the class does not take, and transformers configs.
+
+        Args:
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json`, of a model's directory (a pipeline's
+                `transformer/`) or of a pipeline's root directory.
+            **kwargs: other `GridPositionEncoding` arguments (`name`), not
+                one read from `config`.
+
+        Returns:
+            A `GridPositionEncoding`.
+
+        Example:
+
+        >>> sd3 = {"_class_name": "SD3Transformer2DModel", "sample_size": 128,
+        ...        "patch_size": 2, "pos_embed_max_size": 192}
+        >>> grid = keras_posenc.GridPositionEncoding.from_diffusers_config(sd3)
+        >>> grid.base_size, grid.max_grid_shape, grid.positions
+        (64, [192, 192], 'float32')
+        """
+        return cls(**_diffusers.grid_arguments(config, kwargs))
 
 
 __all__ = ["GridPositionEncoding", "grid_sincos_table"]

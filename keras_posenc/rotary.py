@@ -9,6 +9,7 @@ from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
 from keras_posenc._checks.options import ShapeMemo, check_table_options
+from keras_posenc._diffusers import layers as _diffusers
 from keras_posenc._exact.rows import ComputedRows, decoding_range
 from keras_posenc._hf import config as _hf_config
 from keras_posenc._hf import layers as _hf_layers
@@ -576,6 +577,44 @@ class RotaryEmbedding(PositionLayer):
             }
         )
         return config
+
+    @classmethod
+    def from_diffusers_config(cls, config, **kwargs):
+        """The N-axis RoPE of a diffusers transformer, from its config.
+
+        `FluxTransformer2DModel` (FLUX.1 dev, schnell, Kontext): diffusers'
+        `FluxPosEmbed(theta=10000, axes_dim=axes_dims_rope)`, interleaved
+        pairs, on `[batch, length, heads, head_dim]` (diffusers' layout:
+        `sequence_axis=1`); `CogVideoXTransformer3DModel` with
+        `use_rotary_positional_embeddings` (CogVideoX 5B, 1.5): its
+        pipeline's `get_3d_rotary_pos_embed`, axes `(head_dim // 4,
+        head_dim // 8 * 3, head_dim // 8 * 3)` for (frame, row, column),
+        theta 10000, interleaved, on `[batch, heads, length, head_dim]`
+        (`sequence_axis=2`; rotate the video tokens, after the text's).
+        Position ids are the call's (`grid_position_ids`; fractional ids
+        for CogVideoX's resized grids). A model whose positions are a
+        sin-cos grid is refused, saying so, as are other classes, keys the
+        class does not take, and transformers configs (`from_hf_config`).
+
+        Args:
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json`, of a model's directory (a pipeline's
+                `transformer/`) or of a pipeline's root directory.
+            **kwargs: other `RotaryEmbedding` arguments (`name`,
+                `sequence_axis`), not one read from `config`.
+
+        Returns:
+            A `RotaryEmbedding` with `axes_dim`.
+
+        Example:
+
+        >>> flux = {"_class_name": "FluxTransformer2DModel",
+        ...         "axes_dims_rope": [16, 56, 56]}
+        >>> rope = keras_posenc.RotaryEmbedding.from_diffusers_config(flux)
+        >>> rope.axes_dim, rope.layout, rope.max_wavelength
+        ((16, 56, 56), 'interleaved', 10000.0)
+        """
+        return cls(**_diffusers.rotary_arguments(config, kwargs))
 
 
 __all__ = ["RotaryEmbedding", "apply_rotary", "grid_position_ids", "rotary_cos_sin"]

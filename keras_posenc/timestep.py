@@ -29,6 +29,7 @@ from keras import ops
 from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
+from keras_posenc._diffusers import layers as _diffusers
 from keras_posenc._exact import fractional as _fractional
 from keras_posenc._exact import kept as _kept
 from keras_posenc._exact.phase_constants import (
@@ -381,6 +382,46 @@ class TimestepEmbedding(Versioned, keras.layers.Layer):
         config = super().get_config()
         config.update(self.options.config())
         return config
+
+    @classmethod
+    def from_diffusers_config(cls, config, **kwargs):
+        """The timestep embedding of a diffusers transformer, from its config.
+
+        diffusers' `Timesteps` as the model's transformer builds it
+        (`flip_sin_to_cos`, `downscale_freq_shift`, width; `scale` is the
+        factor its forward multiplies the timestep by, FLUX's 1000), applied
+        to the transformer's `timestep` argument (and its guidance, where it
+        embeds one). Read for `FluxTransformer2DModel` (FLUX.1 dev, schnell,
+        Kontext: `[cos | sin]`, shift 0, scale 1000), `SD3Transformer2DModel`,
+        `PixArtTransformer2DModel`, `SanaTransformer2DModel` (shift 0; Sana's
+        pipeline multiplies the timestep by `timestep_scale` before the
+        transformer), `DiTTransformer2DModel` (shift 1: diffusers' DiT, where
+        the DiT repository uses 0) and `CogVideoXTransformer3DModel` (its
+        `flip_sin_to_cos`, `freq_shift`, width `num_attention_heads *
+        attention_head_dim`); the class is the config's `_class_name`
+        (a legacy `Transformer2DModel` as diffusers remaps it). Any other
+        class, a key the class does not take, and a transformers config are
+        refused by name; keys that set no position are listed in
+        `keras_posenc/_diffusers/models.py`.
+
+        Args:
+            config: dict (a `config.json`'s content), or the path of a
+                `config.json`, of a model's directory (a pipeline's
+                `transformer/`) or of a pipeline's root directory.
+            **kwargs: other `TimestepEmbedding` arguments (`name`, `dtype`),
+                not one read from `config`.
+
+        Returns:
+            A `TimestepEmbedding`.
+
+        Example:
+
+        >>> flux = {"_class_name": "FluxTransformer2DModel", "guidance_embeds": True}
+        >>> embed = keras_posenc.TimestepEmbedding.from_diffusers_config(flux)
+        >>> embed.options.dim, embed.options.scale, embed.options.flip_sin_to_cos
+        (256, 1000.0, True)
+        """
+        return cls(**_diffusers.timestep_arguments(config, kwargs))
 
 
 __all__ = ["TimestepEmbedding", "timestep_embedding", "timestep_frequencies"]

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, needs_tensorflow, reference
+from _helpers import BACKEND, LEGACY, TOL, keras, needs_tensorflow, reference
 
 import keras_posenc
 from keras_posenc import _tensorflow, cli, demo
@@ -332,6 +332,8 @@ def test_demo_prints_no_native_log_lines(tmp_path):
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
     assert line.startswith("keras-posenc demo: error: the model did not learn")
+    # stdout is a pipe: one line per epoch, no progress bar's ANSI escapes.
+    assert "\x1b[" not in done.stdout and "\r" not in done.stdout
 
 
 def test_missing_command_is_one_line(capsys):
@@ -1032,6 +1034,17 @@ def test_demo_run_checks_max_steps(tmp_path, steps):
     with pytest.raises(ValueError, match=r"`max_steps`, expected a positive integer"):
         demo.run(tmp_path / "out", max_steps=steps)
     assert not os.listdir(tmp_path)
+
+
+def test_demo_training_output_has_no_escapes_when_not_a_terminal(capsys):
+    # Keras draws its bar with ANSI escapes on every POSIX stdout; captured
+    # (not a terminal), training prints one plain line per epoch instead.
+    keras.utils.set_random_seed(0)
+    demo.train(demo.build_model(), max_steps=1, target=None)
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out and "\r" not in out
+    (line,) = out.splitlines()
+    assert " - val_accuracy: " in line
 
 
 def test_demo_that_does_not_learn_fails_in_one_line(workdir, capsys, monkeypatch):

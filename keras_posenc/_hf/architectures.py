@@ -310,6 +310,12 @@ def resolve(config):
     `model_type`'s, its text model's for a wrapper, `GENERIC` without one;
     a `model_type` outside the table is refused by name."""
     model_type = config.get("model_type")
+    if model_type is None and "_class_name" in config:
+        expected = (
+            "a transformers config.json (a diffusers config, with '_class_name', "
+            "is read by `from_diffusers_config`)"
+        )
+        raise _arguments.invalid("config", expected, shortened(config["_class_name"]))
     if model_type is None:
         return None, GENERIC, config
     if not isinstance(model_type, str):
