@@ -530,6 +530,16 @@ def test_tf_graph_with_unknown_sizes():
         ).get_concrete_function()
 
 
+def test_table_of_mae_refuses_a_mask():
+    message = (
+        "Received an invalid value for `pixel_mask`, expected None with "
+        "sine='mae' (only DETR's sine takes a mask). Received: "
+        "pixel_mask='<shape=(1, 4)>'"
+    )
+    with pytest.raises(ValueError, match=exact(message)):
+        grid_sincos_table((4,), 8, pixel_mask=np.ones((1, 4), bool))
+
+
 def test_table_of_a_3d_grid_is_refused():
     message = (
         "Received an invalid value for `grid_shape`, expected a 2-D grid (H, W) "
