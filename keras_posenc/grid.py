@@ -175,6 +175,8 @@ def grid_sincos_table(
 def _sine_table(sines, sizes, dim, pixel_mask, dtype):
     """`grid_sincos_table` of a detection sine: ``[H * W, dim]`` rows, or
     ``[batch, H * W, dim]`` with a pixel mask."""
+    if sines.sine == "mae":  # a mask given to MAE's table: refused by name
+        check_pixel_mask(sines, pixel_mask, (None,) * 3)
     if len(sizes) != 2:
         expected = f"a 2-D grid (H, W) with sine={sines.sine!r}"
         raise _arguments.invalid("grid_shape", expected, sizes)

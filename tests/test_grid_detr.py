@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import TOL, exact, max_diff, to_numpy
+from _helpers import TOL, exact, max_diff, only_tensorflow, to_numpy
 from keras.backend import standardize_dtype
 
 from keras_posenc import GridPositionEncoding, grid_sincos_table
@@ -27,7 +27,7 @@ GOLDEN_DIR = os.path.join(HERE, "golden", "detr_sine")
 GOLDEN = np.load(os.path.join(GOLDEN_DIR, "golden.npz"))
 CONFIGS = sorted(name[:-5] for name in os.listdir(os.path.join(GOLDEN_DIR, "configs")))
 # transformers' float32 modules: an angle below 2 pi rounded to float32 and
-# divided in float32, then its sine (measured: at most 8.1e-7 at valid cells).
+# divided in float32, then its sine (measured: at most 8.2e-7 at valid cells).
 FLOAT32_TOL = 1e-5
 
 
@@ -317,6 +317,12 @@ CONFIG_ERRORS = [
         "1",
     ),
     (
+        {"model_type": "dab-detr", "sine_position_embedding_scale": 0},
+        "sine_position_embedding_scale",
+        "a finite number > 0",
+        "0",
+    ),
+    (
         {"model_type": "sam2", "vision_config": 3},
         "vision_config",
         "a dict (a sub-config)",
@@ -340,7 +346,7 @@ def test_bad_config_values_are_refused_by_name(config, name, expected, value):
     [
         ("llama", None),
         ("omdet-turbo", "its build_2d_sincos_position_embedding flattens"),
-        ("vit_mae", "MAE's fixed 2-D sin-cos table"),
+        ("vit_mae", "its fixed table is MAE's"),
     ],
 )
 def test_other_model_types_are_refused_by_name(model_type, why):
@@ -501,6 +507,37 @@ def test_bad_inputs_raise_naming_them(kwargs, shape, mask, name, expected, value
     )
     with pytest.raises(ValueError, match=re.escape(message)):
         GridPositionEncoding(**kwargs)(_features(shape), pixel_mask=mask)
+
+
+@only_tensorflow
+def test_tf_graph_with_unknown_sizes():
+    # RT-DETR's integer positions serve any size; DETR divides by the size,
+    # which must be known when traced (a ValueError naming `inputs`).
+    import tensorflow as tf
+
+    spec = tf.TensorSpec((None, None, None, 16), tf.float32)
+    layer = GridPositionEncoding(sine="rt_detr", merge=None)
+    fn = tf.function(layer, input_signature=[spec], autograph=False)
+    x = np.zeros((1, 3, 5, 16), "float32")
+    assert max_diff(fn(x).numpy(), rt_detr_sine(3, 5, 16)[None]) <= TOL
+    message = (
+        "Received an invalid value for `inputs`, expected a feature map whose "
+        "height and width are known when traced (DETR's sine divides by them)."
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tf.function(
+            GridPositionEncoding(sine="detr"), input_signature=[spec], autograph=False
+        ).get_concrete_function()
+
+
+def test_table_of_mae_refuses_a_mask():
+    message = (
+        "Received an invalid value for `pixel_mask`, expected None with "
+        "sine='mae' (only DETR's sine takes a mask). Received: "
+        "pixel_mask='<shape=(1, 4)>'"
+    )
+    with pytest.raises(ValueError, match=exact(message)):
+        grid_sincos_table((4,), 8, pixel_mask=np.ones((1, 4), bool))
 
 
 def test_table_of_a_3d_grid_is_refused():

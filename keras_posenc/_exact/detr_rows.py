@@ -41,8 +41,13 @@ from keras_posenc._exact import engine as _engine
 from keras_posenc._exact import kept
 from keras_posenc._exact.phase_constants import PI, phase_constants
 
-# Compiled eager JAX functions a `SineRows` keeps (one per feature-map size).
+# Compiled eager JAX functions a `SineRows` keeps (one per feature-map size),
+# and device constants (one set per axis and table).
 _COMPILED = 8
+# A masked axis's table covers every line length up to a power of two (at
+# least this): one table serves every smaller feature map (host work, about
+# 10 ms a row, once per bucket).
+_MIN_BUCKET = 64
 # Digits of the host arithmetic: the largest turns (a line with no valid
 # cell, ``N = 0``: ``scale / (2 pi eps)``, about 1e6) keep more than 60
 # correct digits below the point.
@@ -188,6 +193,8 @@ class SineRows:
             options.half_offset,
             lengths,
         )
+        if (axis, lengths) not in self._device and len(self._device) >= _COMPILED:
+            self._device.clear()
         cache = self._device.setdefault((axis, lengths), {})
         return _backend.host_work(_on_device)(tables, cache)
 
@@ -259,10 +266,11 @@ class SineRows:
         for axis, size in enumerate(sizes):
             counts = ops.cumsum(mask, axis=axis + 1)
             if self.options.normalizes:
-                _arguments.check_table_bytes(size + 1, 9 * self.count, "pixel_mask")
+                bucket = 1 << max(_MIN_BUCKET.bit_length() - 1, (size - 1).bit_length())
+                _arguments.check_table_bytes(bucket + 1, 9 * self.count, "pixel_mask")
                 last = counts[:, -1:, :] if axis == 0 else counts[:, :, -1:]
                 index = ops.broadcast_to(last, ops.shape(counts))
-                lengths = tuple(range(size + 1))
+                lengths = tuple(range(bucket + 1))
             else:
                 index = lengths = None
             numerators = self._numerators(counts)

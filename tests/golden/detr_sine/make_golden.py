@@ -127,8 +127,9 @@ def neck(model_type, prefix):
 
 def rt_detr(model_type, prefix):
     def build(config):
-        # modeling_<type>.py: `<Prefix>SinePositionEmbedding(embed_dim=
-        # config.encoder_hidden_dim, temperature=config.positional_encoding_temperature)`,
+        # modeling_<type>.py: `<Prefix>SinePositionEmbedding(
+        #     embed_dim=config.encoder_hidden_dim,
+        #     temperature=config.positional_encoding_temperature)`,
         # called with (width, height, device, dtype) -> [1, H * W, D].
         cls = getattr(module_of(model_type), f"{prefix}SinePositionEmbedding")
         position = cls(
