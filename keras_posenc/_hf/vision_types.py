@@ -9,9 +9,12 @@ variant), the key of its width, its defaults and its raw aliases;
 `REFUSED`: part model type -> why; `NONE`: part model types without a
 rotary module (learned or absolute positions)."""
 
-TRANSFORMERS_VERSION = "5.24.0"
+from typing import Any
+
+TRANSFORMERS_VERSION = '5.24.0'
 
 # fmt: off
+PARTS: dict[str, Any]
 PARTS = {'aimv2': {'vision': [['vision_config'], 'aimv2_vision_model', {}]},
  'align': {'vision': [['vision_config'], 'align_vision_model', {}]},
  'altclip': {'vision': [['vision_config'], 'altclip_vision_model', {}]},
@@ -234,6 +237,7 @@ PARTS = {'aimv2': {'vision': [['vision_config'], 'aimv2_vision_model', {}]},
  'voxtral_realtime': {'audio': [['audio_config'], 'voxtral_realtime_encoder', {}]},
  'xclip': {'vision': [['vision_config'], 'xclip_vision_model', {}]}}
 
+READ: dict[str, Any]
 READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                            'defaults': {'head_dim': None,
                                         'hidden_size': 1152,
