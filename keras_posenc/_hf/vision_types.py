@@ -11,7 +11,7 @@ rotary module (learned or absolute positions)."""
 
 from typing import Any
 
-TRANSFORMERS_VERSION = '5.24.0'
+TRANSFORMERS_VERSION = "5.24.0"
 
 # fmt: off
 PARTS: dict[str, Any]

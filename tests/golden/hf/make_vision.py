@@ -444,7 +444,7 @@ def main():
         "",
         "from typing import Any",
         "",
-        f"TRANSFORMERS_VERSION = {version!r}",
+        f"TRANSFORMERS_VERSION = {json.dumps(version)}",
         "",
         "# fmt: off",
         "PARTS: dict[str, Any]",
