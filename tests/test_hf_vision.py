@@ -43,13 +43,25 @@ def _strided(ids, d, theta):
     return np.concatenate([angles, angles], -1)
 
 
-RULES = {"per_axis": _per_axis, "strided": _strided}
+def _llama4(ids, d, theta):
+    """Llama 4's `Llama4VisionRotaryEmbedding`: per axis theta ** (-2k /
+    (d/2)), one angle per complex pair (2k, 2k+1), [x | y]."""
+    return _per_axis(ids, d, theta)[..., : d // 2]
+
+
+RULES = {"per_axis": _per_axis, "strided": _strided, "per_axis_interleaved": _llama4}
 
 
 def _rotate64(q, angles):
-    """float64 rotate_half rotation of q [..., N, heads, d]."""
+    """float64 rotation of q [..., N, heads, d]: rotate_half for angles of
+    the whole head, complex pairs (2k, 2k+1) for one angle per pair."""
     q = q.astype(np.float64)
     cos, sin = np.cos(angles)[..., None, :], np.sin(angles)[..., None, :]
+    if angles.shape[-1] * 2 == q.shape[-1]:
+        a, b = q[..., 0::2], q[..., 1::2]
+        out = np.empty_like(q)
+        out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
+        return out
     half = q.shape[-1] // 2
     rotated = np.concatenate([-q[..., half:], q[..., :half]], -1)
     return q * cos + rotated * sin
@@ -58,12 +70,14 @@ def _rotate64(q, angles):
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_vision_part_rotates_as_its_transformers_module(case):
     # Layout guard: the model's own float32 module and rotation at a small
-    # grid (ids < 8: its float32 angles are off by < 1e-6).
+    # grid; its float32 angles are off by up to ulp(id) / 2 each, which
+    # bounds the difference (ids < 8 for Qwen's, < 34 for Llama 4's).
     layer = RotaryEmbedding.from_hf_config(case["config"], part=case["part"])
     arrays = case.get("arrays", case["name"])  # a wrapper: its part's
     q, ids = ARRAYS[f"{arrays}.q"], ARRAYS[f"{arrays}.ids"]
     got = to_numpy(layer(q[None], positions=ids[None]))[0]
-    np.testing.assert_allclose(got, ARRAYS[f"{arrays}.rotated"], atol=2e-6)
+    bound = 1e-6 + 4 * 2.0**-24 * (int(np.max(ids)) + 1)
+    np.testing.assert_allclose(got, ARRAYS[f"{arrays}.rotated"], atol=bound)
 
 
 @pytest.mark.parametrize("case", DEFAULTS, ids=[c["name"] for c in DEFAULTS])
@@ -84,6 +98,7 @@ def test_every_read_type_has_goldens_and_a_rule():
         set(vision_types.READ)
     )
     assert {r["rule"] for r in vision_types.READ.values()} == set(RULES)
+    assert vision_types.READ["llama4_vision_model"]["rule"] == "per_axis_interleaved"
 
 
 @pytest.mark.parametrize(
@@ -143,6 +158,25 @@ def test_a_wrapper_without_its_part_reads_its_own_default_part():
     given = {"model_type": "mistral_large4", "vision_config": {}}
     assert own.axes_dim == (64, 64)
     assert RotaryEmbedding.from_hf_config(given, part="vision").axes_dim == (32, 32)
+
+
+def test_llama4_ids_rotate_as_its_fixed_table():
+    # Llama 4's ids: (column + 1, row + 1) row-major, the class token at
+    # (0, 0) last; interleaved pairs.
+    config = {"model_type": "llama4", "vision_config": {}}
+    layer = RotaryEmbedding.from_hf_config(config, part="vision")
+    assert layer.layout == "interleaved" and layer.axes_dim == (24, 24)
+    n = 448 // 14
+    ids = keras_posenc.grid_position_ids((n, n))[:, ::-1] + 1
+    ids = np.concatenate([ids, [[0, 0]]]).astype(np.int32)
+    want = ARRAYS["llama4_vision_model.default.ids"]
+    np.testing.assert_array_equal(ids[np.r_[0:40, len(ids) - 1]], want)
+
+
+def test_llama4_head_dim_key_is_refused():
+    config = {"model_type": "llama4_vision_model", "head_dim": 64}
+    with pytest.raises(ValueError, match=r"`head_dim`, expected no 'head_dim' key"):
+        RotaryEmbedding.from_hf_config(config, part="vision")
 
 
 def test_vision_layer_plan_is_one_layer_per_block():

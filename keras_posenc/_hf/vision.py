@@ -26,13 +26,15 @@ from keras_posenc._hf.vision_types import (
 # The parts a config may be read for; "text" is `_hf.config`'s.
 PART_NAMES = ("text", "vision", "audio")
 
-# rule -> the N-axis arguments for head dim `d` (each axis d/2 features):
+# rule -> the N-axis arguments for head dim `d` (each axis d/2 features).
 # "per_axis": Qwen2-VL and its family, each axis `theta ** (-2k / (d/2))`,
 # [h | w] and rotate_half; "strided": Pixtral, one ladder
 # `theta ** (-2k / d)` whose even rungs go to the row, odd ones to the column.
 RULES = {
     "per_axis": {"axes_frequencies": "per_axis", "layout": "half"},
     "strided": {"axes_frequencies": "strided", "layout": "half"},
+    # Llama 4: per-axis ladders [x | y] over complex pairs (2k, 2k+1).
+    "per_axis_interleaved": {"axes_frequencies": "per_axis", "layout": "interleaved"},
 }
 # The arguments read from `config` (the caller may not repeat them).
 READ_ARGUMENTS = ("axes_dim", "axes_frequencies", "layout", "max_wavelength")
@@ -158,6 +160,12 @@ def part_arguments(config, part, overrides=None):
         for key in (width, "num_attention_heads", "head_dim")
     }
     head_key, head_dim = _value(raw, names["head_dim"], defaults["head_dim"])
+    if not read["reads_head_dim"] and raw.get("head_dim") is not None:
+        expected = (
+            f"no 'head_dim' key: transformers' {part_type} rotary module reads "
+            "hidden_size // num_attention_heads"
+        )
+        raise _arguments.invalid("head_dim", expected, shortened(raw["head_dim"]))
     if head_dim is None:
         width_key, size = _value(raw, names[width], defaults[width])
         heads_key, heads = _value(

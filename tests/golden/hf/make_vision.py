@@ -71,10 +71,6 @@ WHY = {
         "features and passes the rest through: the N-axis layer rotates the "
         "whole head"
     ),
-    "llama4_vision_model": (
-        "its rotary module is a complex table over the fixed image_size grid "
-        "with ids offset by 1 and a class token at 0: not patch ids"
-    ),
     "sam2_video": (
         "its rotary module is the memory attention's, over its own "
         "end_x x end_y grid (with repeats for the memory): not patch ids"
@@ -218,8 +214,35 @@ def _probe(module, ids):
     )
 
 
+def llama4_ids(config):
+    """Llama 4's ids of its fixed grid: (column + 1, row + 1) row-major, then
+    the class token at (0, 0) (its table's `img_idx`, masked to angle 0)."""
+    n = config.image_size // config.patch_size
+    rows, cols = np.divmod(np.arange(n * n), n)
+    ids = np.stack([cols + 1, rows + 1], -1)
+    return np.concatenate([ids, [[0, 0]]]).astype(np.int32)
+
+
+def _table_rule(config, module_class):
+    """Llama 4: its complex table against the per-axis ladder, pairs
+    interleaved (its `vision_apply_rotary_emb` rotates complex pairs)."""
+    module = module_class(config)
+    _, d = _head_dim(config, module_class)
+    ids = llama4_ids(config)
+    table = module.freqs_ci[:, 0, :]
+    angles = _per_axis(ids.astype(np.float64), d, config.rope_parameters["rope_theta"])
+    angles = angles[:, : d // 2]
+    cos, sin = table.real.double().numpy(), table.imag.double().numpy()
+    ok = np.allclose(np.cos(angles), cos, atol=2e-4) and np.allclose(
+        np.sin(angles), sin, atol=2e-4
+    )
+    return "per_axis_interleaved" if ok else None
+
+
 def _classify(config, module_class):
     """The rule the module's cos and sin follow on `config`, or None."""
+    if hasattr(module_class, "_compute_freqs_ci"):
+        return _table_rule(config, module_class)
     module = module_class(config)
     _, d = _head_dim(config, module_class)
     theta = config.rope_parameters["rope_theta"]
@@ -235,6 +258,17 @@ def _classify(config, module_class):
         ):
             return name
     return None
+
+
+def _table_golden(config, module_class, modeling, rng, d):
+    """Llama 4's own rotation of 40 patches and the class token (a slice
+    of its fixed grid: each token is rotated alone)."""
+    ids = llama4_ids(config)
+    rows = np.r_[0:40, len(ids) - 1]
+    table = module_class(config).freqs_ci
+    q = torch.tensor(rng.uniform(-1, 1, (1, len(ids), 1, d)).astype(np.float32))
+    rotated, _ = modeling.vision_apply_rotary_emb(q, q, table)
+    return ids[rows], q[0, rows], rotated[0, rows]
 
 
 def _variants(config, width):
@@ -360,16 +394,22 @@ def main():
             theta = made.rope_parameters["rope_theta"]
             merge = 1 if rule == "strided" else 2
             grid = [[1, 4, 6]]
-            ids = vision_utils.get_vision_position_ids(torch.tensor(grid), merge)
-            module = module_class(made)
-            cos, sin = module(torch.zeros(1), ids)
-            cos, sin = cos.reshape(len(ids), d), sin.reshape(len(ids), d)
-            q = torch.tensor(rng.uniform(-1, 1, (len(ids), 1, d)).astype(np.float32))
-            rotated = _rotate(modeling, q, cos, sin)
+            if rule == "per_axis_interleaved":  # Llama 4: its fixed grid
+                ids, q, rotated = _table_golden(made, module_class, modeling, rng, d)
+                grid, merge = None, None
+            else:
+                ids = vision_utils.get_vision_position_ids(torch.tensor(grid), merge)
+                module = module_class(made)
+                cos, sin = module(torch.zeros(1), ids)
+                cos, sin = cos.reshape(len(ids), d), sin.reshape(len(ids), d)
+                q = rng.uniform(-1, 1, (len(ids), 1, d)).astype(np.float32)
+                q = torch.tensor(q)
+                rotated = _rotate(modeling, q, cos, sin)
+                ids = ids.numpy()
             name = f"{part_type}.{variant}"
             arrays[f"{name}.q"] = q.numpy()
             arrays[f"{name}.rotated"] = rotated.numpy()
-            arrays[f"{name}.ids"] = ids.numpy().astype(np.int32)
+            arrays[f"{name}.ids"] = ids.astype(np.int32)
             cases.append(
                 {
                     "name": name,
@@ -397,6 +437,8 @@ def main():
                 "head_dim": _field_default(config_class, "head_dim"),
                 "rope_theta": config.rope_parameters["rope_theta"],
             },
+            # Llama 4's table reads hidden_size // num_attention_heads only.
+            "reads_head_dim": rule != "per_axis_interleaved",
             "aliases": sorted(
                 [raw, key]
                 for raw, key in (
