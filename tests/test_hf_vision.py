@@ -328,3 +328,23 @@ def test_strided_cos_sin_is_pixtrals_float64_formula():
     angles = _strided(ids, 64, 10000.0)
     assert np.max(np.abs(to_numpy(cos) - np.cos(angles))) < 2e-7
     assert np.max(np.abs(to_numpy(sin) - np.sin(angles))) < 2e-7
+
+
+def test_vision_layer_keras_file_round_trip(tmp_path):
+    # Pixtral's layer (axes_frequencies="strided") in a model with ids as an
+    # input: reloaded in safe mode as the same config and the same outputs.
+    import keras
+
+    layer = RotaryEmbedding.from_hf_config({"model_type": "pixtral"}, part="vision")
+    q_in = keras.Input((6, 2, 64))
+    ids_in = keras.Input((6, 2), dtype="int32")
+    model = keras.Model([q_in, ids_in], layer(q_in, positions=ids_in))
+    path = str(tmp_path / "pixtral.keras")
+    model.save(path)
+    restored = keras.models.load_model(path, safe_mode=True)
+    assert restored.layers[-1].get_config() == layer.get_config()
+    q = np.random.default_rng(3).uniform(-1, 1, (1, 6, 2, 64)).astype("float32")
+    ids = keras_posenc.vision_position_ids([(1, 2, 3)])[None]
+    np.testing.assert_array_equal(
+        to_numpy(restored([q, ids])), to_numpy(model([q, ids]))
+    )
