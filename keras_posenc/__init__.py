@@ -37,6 +37,7 @@ _PUBLIC = {
     "export_saved_model": "keras_posenc.export",
     "frequencies": "keras_posenc.tables",
     "grid_position_ids": "keras_posenc.rotary",
+    "vision_position_ids": "keras_posenc.rotary",
     "grid_sincos_table": "keras_posenc.grid",
     "positional_encoding": "keras_posenc.tables",
     "rotary_cos_sin": "keras_posenc.rotary",
@@ -79,6 +80,7 @@ __all__ = [
     "export_saved_model",
     "frequencies",
     "grid_position_ids",
+    "vision_position_ids",
     "grid_sincos_table",
     "positional_encoding",
     "rotary_cos_sin",
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
         apply_rotary,
         grid_position_ids,
         rotary_cos_sin,
+        vision_position_ids,
     )
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
     from keras_posenc.timestep import (

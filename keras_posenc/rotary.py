@@ -11,8 +11,7 @@ from keras_posenc._checks import positions as _positions
 from keras_posenc._checks.options import ShapeMemo, check_table_options
 from keras_posenc._diffusers import layers as _diffusers
 from keras_posenc._exact.rows import ComputedRows, decoding_range
-from keras_posenc._hf import config as _hf_config
-from keras_posenc._hf import layers as _hf_layers
+from keras_posenc._hf import parts as _hf_parts
 from keras_posenc._keras import PositionLayer, keras, output_shape
 from keras_posenc._rope import axes as _axes
 from keras_posenc._rope import inputs as _rotary_inputs
@@ -88,6 +87,7 @@ def rotary_cos_sin(
     layout: str = "half",
     inverse_frequencies: Sequence[float] | None = None,
     axes_dim: Sequence[int] | None = None,
+    axes_frequencies: str = "per_axis",
 ) -> tuple[Any, Any]:
     """cos and sin of the RoPE angles ``p * w_i``, times the attention factor.
 
@@ -103,8 +103,8 @@ def rotary_cos_sin(
             or float (FLUX's `ids`).
         dim: int. The rotary dimension (even, at most 65536); with
             `axes_dim`, `sum(axes_dim)`.
-        max_wavelength, rope_scaling, layout, inverse_frequencies, axes_dim:
-            as in `RotaryEmbedding`.
+        max_wavelength, rope_scaling, layout, inverse_frequencies, axes_dim,
+        axes_frequencies: as in `RotaryEmbedding`.
 
     Returns:
         `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
@@ -121,7 +121,8 @@ def rotary_cos_sin(
     dim = check_rotary_dim(dim, "dim")
     if axes_dim is not None:
         options = (max_wavelength, rope_scaling, layout, inverse_frequencies)
-        return _axes.cos_sin(positions, dim, axes_dim, *options)
+        return _axes.cos_sin(positions, dim, axes_dim, *options, axes_frequencies)
+    _axes.check_frequencies(axes_frequencies, None)
     config = RopeConfig.build(max_wavelength, rope_scaling, inverse_frequencies)
     config.check_dim(dim, "dim")
     layout = _arguments.check_choice("layout", layout, LAYOUTS)
@@ -168,6 +169,47 @@ def grid_position_ids(
     [[0, 0, 0], [0, 0, 0], [0, 0, 1]]
     """
     return _axes.grid_ids(grid_shape, text_length, n_axes)
+
+
+def vision_position_ids(
+    grid_thw: Sequence[Sequence[int]],
+    *,
+    spatial_merge_size: int = 1,
+    include_temporal: bool = False,
+) -> Any:
+    """Patch ids of images and videos in a vision tower's own order.
+
+    The ids transformers' vision towers rotate by (its
+    `get_vision_position_ids`, Qwen2-VL, https://arxiv.org/abs/2409.12191,
+    and its family): per image or video ``(t, h, w)`` in patches, the
+    ``(row, column)`` of each patch, laid out block by block over
+    ``spatial_merge_size x spatial_merge_size`` windows (the patches one
+    merged token will hold are neighbours), the frames one after another.
+    With `spatial_merge_size=1` the grid is row-major: Pixtral's order (one
+    image ``(1, h, w)`` each). With `include_temporal` a frame index comes
+    first (``(t, row, column)``). Feed them to the layer of
+    `RotaryEmbedding.from_hf_config(config, part="vision")`.
+
+    Args:
+        grid_thw: list of ``(t, h, w)`` lists of positive ints (the
+            model's `image_grid_thw` / `video_grid_thw`), `h` and `w`
+            multiples of `spatial_merge_size`.
+        spatial_merge_size: positive int. The model's
+            `vision_config.spatial_merge_size` (2 for Qwen2-VL and most of
+            its family). Defaults to `1`.
+        include_temporal: bool. Put the frame index first. Defaults to
+            `False`.
+
+    Returns:
+        int32 numpy array ``[sum(t * h * w), 2]`` (``[..., 3]`` with
+        `include_temporal`).
+
+    Example:
+
+    >>> keras_posenc.vision_position_ids([(1, 2, 4)], spatial_merge_size=2).tolist()
+    [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
+    """
+    return _axes.vision_ids(grid_thw, spatial_merge_size, include_temporal)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -243,6 +285,14 @@ class RotaryEmbedding(PositionLayer):
             magnitude); `sum(axes_dim)` must be the head dim. Only
             `max_wavelength`, `layout` and the axes apply with it.
             Defaults to `None`.
+        axes_frequencies: how the axes of `axes_dim` share frequencies:
+            `"per_axis"` (each axis its own ladder, as above: FLUX, and the
+            vision towers of Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V and
+            their family) or `"strided"` (one ladder ``max_wavelength **
+            (-2k / sum(axes_dim))`` dealt to the axes in turn, axis `i`
+            taking rungs ``i, i + n_axes, ...``: Pixtral's vision tower,
+            whose rows take the even rungs and columns the odd ones; equal
+            axes only). Defaults to `"per_axis"`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -309,6 +359,7 @@ class RotaryEmbedding(PositionLayer):
         max_length: int | None = None,
         out_of_range: str = "error",
         axes_dim: Sequence[int] | None = None,
+        axes_frequencies: str = "per_axis",
         **kwargs: Any,
     ) -> None:
         config = RopeConfig.build(
@@ -316,8 +367,11 @@ class RotaryEmbedding(PositionLayer):
         )
         layout = _arguments.check_choice("layout", layout, LAYOUTS)
         axes = None
-        if axes_dim is not None:
+        if axes_dim is None:
+            axes_frequencies = _axes.check_frequencies(axes_frequencies, None)
+        else:
             axes_dim = _axes.check_axes_dim(axes_dim)
+            axes_frequencies = _axes.check_frequencies(axes_frequencies, axes_dim)
             _axes.check_options(
                 axes_dim,
                 rope_scaling=rope_scaling,
@@ -325,7 +379,7 @@ class RotaryEmbedding(PositionLayer):
                 rotary_dim=(rotary_dim, None),
                 mode=(mode, "compute"),
             )
-            axes = _axes.axes_rows(axes_dim, config.max_wavelength)
+            axes = _axes.axes_rows(axes_dim, config.max_wavelength, axes_frequencies)
         sequence_axis = _arguments.check_int("sequence_axis", sequence_axis)
         feature_axis = _arguments.check_int("feature_axis", feature_axis)
         max_length = check_table_options(mode, max_length, out_of_range)
@@ -339,13 +393,16 @@ class RotaryEmbedding(PositionLayer):
         self.sequence_axis, self.feature_axis = sequence_axis, feature_axis
         self.mode, self.max_length, self.out_of_range = mode, max_length, out_of_range
         self.axes_dim, self._axes = axes_dim, axes
+        self.axes_frequencies = axes_frequencies
         self._rotation = _rotation.LayerRotation(
             config, layout, max_length, extend=out_of_range == "extend"
         )
         self._layouts = ShapeMemo(self._layout_of)
 
     @classmethod
-    def from_hf_config(cls, config, *, seq_len=None, layer_type=None, **kwargs):
+    def from_hf_config(
+        cls, config, *, seq_len=None, layer_type=None, part="text", **kwargs
+    ):
         """The layer of a Hugging Face `config.json`, read as transformers reads it.
 
         The RoPE of [RoFormer](https://arxiv.org/abs/2104.09864) as
@@ -395,6 +452,19 @@ class RotaryEmbedding(PositionLayer):
             layer_type: str. The layer type (e.g. `"sliding_attention"`,
                 `"full_attention"`) of configs whose RoPE differs per layer
                 type (Gemma 3, OLMo-3). Defaults to `None`.
+            part: `"text"`, `"vision"` or `"audio"`. The part of a
+                multimodal model whose RoPE to read. `"vision"` reads the
+                axial RoPE of a vision tower (Qwen2-VL, Qwen2.5-VL,
+                Qwen3-VL, Qwen 3.5, GLM-4V, GLM-OCR, Pixtral / Mistral 3,
+                ERNIE-4.5-VL, PaddleOCR-VL, VideoLLaMA3 and the other types
+                of the docs page "Hugging Face model types") from a
+                composite config or the vision config alone: the layer
+                takes queries ``[batch, N, heads, head_dim]`` and
+                `positions=` patch ids ``[batch, N, 2]`` (row, column), e.g.
+                from `vision_position_ids`, and rotates them as the model's
+                vision attention does. A part without RoPE (a CLIP or SigLIP
+                tower) or whose RoPE is not read is refused by name, with
+                the reason. Defaults to `"text"`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
                 one read from `config`.
 
@@ -413,11 +483,21 @@ class RotaryEmbedding(PositionLayer):
         >>> rope = keras_posenc.RotaryEmbedding.from_hf_config(config)
         >>> rope.rotary_dim, rope.layout
         (16, 'half')
+
+        The vision tower of Qwen2.5-VL (head dim 1280 / 16 = 80):
+
+        >>> qwen = {"model_type": "qwen2_5_vl", "vision_config": {
+        ...     "hidden_size": 1280, "num_heads": 16}}
+        >>> vision = keras_posenc.RotaryEmbedding.from_hf_config(qwen, part="vision")
+        >>> vision.axes_dim, vision.max_wavelength
+        ((40, 40), 10000.0)
         """
-        return cls(**_hf_config.layer_arguments(config, seq_len, layer_type, kwargs))
+        return cls(
+            **_hf_parts.layer_arguments(config, seq_len, layer_type, part, kwargs)
+        )
 
     @classmethod
-    def layer_plan(cls, config, *, seq_len=None, **kwargs):
+    def layer_plan(cls, config, *, seq_len=None, part="text", **kwargs):
         """Each layer's RoPE of a Hugging Face model, None where it has none.
 
         Some attentions skip RoPE on some layers (NoPE,
@@ -440,6 +520,10 @@ class RotaryEmbedding(PositionLayer):
                 `config.json` file or of a directory holding one.
             seq_len: int. Serving length for `"dynamic"` and `"longrope"`.
                 Defaults to `None` (the pretraining length: unscaled).
+            part: `"text"`, `"vision"` or `"audio"`, as in
+                `from_hf_config`. A vision tower's plan has one entry per
+                block (its `depth`), every one the same layer: its blocks
+                all rotate alike. Defaults to `"text"`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
                 one read from `config`.
 
@@ -463,7 +547,7 @@ class RotaryEmbedding(PositionLayer):
         >>> plan[0] is plan[1]
         True
         """
-        return _hf_layers.layer_plan(cls, config, seq_len, kwargs)
+        return _hf_parts.layer_plan(cls, config, seq_len, part, kwargs)
 
     @property
     def max_wavelength(self) -> float:
@@ -574,6 +658,7 @@ class RotaryEmbedding(PositionLayer):
                 "max_length": self.max_length,
                 "out_of_range": self.out_of_range,
                 "axes_dim": None if self.axes_dim is None else list(self.axes_dim),
+                "axes_frequencies": self.axes_frequencies,
             }
         )
         return config
@@ -617,4 +702,10 @@ class RotaryEmbedding(PositionLayer):
         return cls(**_diffusers.rotary_arguments(config, kwargs))
 
 
-__all__ = ["RotaryEmbedding", "apply_rotary", "grid_position_ids", "rotary_cos_sin"]
+__all__ = [
+    "RotaryEmbedding",
+    "apply_rotary",
+    "grid_position_ids",
+    "rotary_cos_sin",
+    "vision_position_ids",
+]

@@ -27,6 +27,9 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf.model_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
 from keras_posenc._hf.splits import GEMMA3, GEMMA3_TYPES, MODERNBERT, OLMO3, LayerSplit
+from keras_posenc._hf.vision_types import NONE, PARTS
+from keras_posenc._hf.vision_types import READ as VISION_READ
+from keras_posenc._hf.vision_types import REFUSED as VISION_REFUSED
 
 _FROZEN = types.MappingProxyType
 # The standardized keys, as transformers' configs name them.
@@ -415,4 +418,49 @@ def model_types_page():
     ]
     for model_type, why in sorted(REFUSED.items()):
         lines.append(f"| `{model_type}` | {why.replace('|', '/')} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _parts_lines()) + "\n"
+
+
+def _parts_lines():
+    """The docs page's section on vision and audio towers."""
+    lines = [
+        "",
+        "## Vision and audio towers",
+        "",
+        '`from_hf_config(config, part="vision")` (or `"audio"`) reads a '
+        "tower's RoPE from a composite config or the tower's own config. A part "
+        "type is read when its own transformers rotary module, on its defaults "
+        "and a variant, follows one rule of the N-axis engine "
+        "(`tests/golden/hf/make_vision.py`, generating "
+        "`keras_posenc/_hf/vision_types.py`).",
+        "",
+        f"### Read ({len(VISION_READ)})",
+        "",
+        "| part type | part | rule | composites holding it by default |",
+        "| --- | --- | --- | --- |",
+    ]
+    holders: dict = {}
+    for model_type, parts in PARTS.items():
+        for _, part_type, _ in parts.values():
+            holders.setdefault(part_type, []).append(f"`{model_type}`")
+    for part_type, read in sorted(VISION_READ.items()):
+        held = ", ".join(sorted(holders.get(part_type, []))) or "-"
+        lines.append(f"| `{part_type}` | {read['part']} | {read['rule']} | {held} |")
+    lines += [
+        "",
+        f"### Refused ({len(VISION_REFUSED)})",
+        "",
+        "| part type | why |",
+        "| --- | --- |",
+    ]
+    for part_type, why in sorted(VISION_REFUSED.items()):
+        lines.append(f"| `{part_type}` | {why.replace('|', '/')} |")
+    lines += [
+        "",
+        f"### No RoPE ({len(NONE)})",
+        "",
+        "Learned or absolute positions (CLIP, SigLIP, ...): refused by name. "
+        + ", ".join(f"`{t}`" for t in NONE)
+        + ".",
+    ]
+    return lines

@@ -12,6 +12,12 @@ values come from the exact engine at fractional positions
 float32 id below 2**31 in magnitude (int32 ids through its integer path).
 The rows are the engine's ``[sin | cos]`` of all the axes' frequencies, so
 `_rope.rotation` lays them out and rotates as for one axis.
+
+How the axes share frequencies is `AXES_FREQUENCIES`: `"per_axis"` (FLUX,
+Qwen2-VL's vision tower) gives axis ``i`` its own ladder over
+``axes_dim[i]``; `"strided"` (Pixtral's vision tower) makes one ladder
+``theta ** (-2k / sum(axes_dim))`` and deals its rungs to the axes in turn
+(the row the even ones, the column the odd ones), equal axes only.
 """
 
 import numpy as np
@@ -43,6 +49,31 @@ def check_axes_dim(value):
     if sum(value) > MAX_ROTARY_DIM:
         raise _arguments.invalid("axes_dim", expected, shortened(value))
     return tuple(int(d) for d in value)
+
+
+# How the axes share frequencies (see the module docstring).
+AXES_FREQUENCIES = ("per_axis", "strided")
+
+
+def check_frequencies(value, axes_dim):
+    """`axes_frequencies` as one of `AXES_FREQUENCIES`: the default without
+    `axes_dim` (None); `"strided"` needs `axes_dim` of equal axes."""
+    value = _arguments.check_choice("axes_frequencies", value, AXES_FREQUENCIES)
+    if axes_dim is None and value != "per_axis":
+        expected = "'per_axis' without `axes_dim` (how N-axis RoPE's axes share)"
+        raise _arguments.invalid("axes_frequencies", expected, value)
+    if value == "strided" and axes_dim is not None and len(set(axes_dim)) > 1:
+        expected = "equal axes with axes_frequencies='strided' (one rung each in turn)"
+        raise _arguments.invalid("axes_dim", expected, list(axes_dim))
+    return value
+
+
+def axis_turns(axes_dim, max_wavelength, frequencies="per_axis"):
+    """Per axis, the turns per unit of position of its frequencies."""
+    if frequencies == "per_axis":
+        return [sinusoidal_turns(d, max_wavelength) for d in axes_dim]
+    ladder = sinusoidal_turns(sum(axes_dim), max_wavelength)
+    return [ladder[axis :: len(axes_dim)] for axis in range(len(axes_dim))]
 
 
 def check_options(axes_dim, *, rope_scaling=None, inverse_frequencies=None, **others):
@@ -77,10 +108,11 @@ class AxesRows:
     Args:
         axes_dim: tuple of even ints: the features of each axis.
         max_wavelength: float. The base `theta` of every axis.
+        frequencies: one of `AXES_FREQUENCIES`.
     """
 
-    def __init__(self, axes_dim, max_wavelength):
-        turns = [sinusoidal_turns(d, max_wavelength) for d in axes_dim]
+    def __init__(self, axes_dim, max_wavelength, frequencies="per_axis"):
+        turns = axis_turns(axes_dim, max_wavelength, frequencies)
         if max(max(t) for t in turns) > MAX_TURNS:
             expected = (
                 f"a base whose frequencies are at most {MAX_TURNS} turns per "
@@ -163,18 +195,29 @@ def _guarded(rows, checks):
 
 
 @kept.memoized(lambda rows: rows.nbytes)
-def axes_rows(axes_dim, max_wavelength):
+def axes_rows(axes_dim, max_wavelength, frequencies="per_axis"):
     """The `AxesRows` of one option set (kept in the one budget)."""
-    return AxesRows(axes_dim, max_wavelength)
+    return AxesRows(axes_dim, max_wavelength, frequencies)
 
 
-def cos_sin(positions, dim, axes_dim, max_wavelength, rope_scaling, layout, given):
+def cos_sin(
+    positions,
+    dim,
+    axes_dim,
+    max_wavelength,
+    rope_scaling,
+    layout,
+    given,
+    frequencies="per_axis",
+):
     """`rotary_cos_sin` with `axes_dim` (`given`: `inverse_frequencies`)."""
     axes_dim = check_axes_dim(axes_dim)
+    frequencies = check_frequencies(frequencies, axes_dim)
     check_options(axes_dim, rope_scaling=rope_scaling, inverse_frequencies=given)
     check_head_dim(dim, axes_dim)
     layout = _arguments.check_choice("layout", layout, LAYOUTS)
-    rows = axes_rows(axes_dim, _arguments.check_wavelength(max_wavelength))
+    theta = _arguments.check_wavelength(max_wavelength)
+    rows = axes_rows(axes_dim, theta, frequencies)
     table = rows.function_rows(positions)
     return _rotation.cos_sin(table, dim, 1.0, layout, signed=False)
 
@@ -201,3 +244,40 @@ def grid_ids(grid_shape, text_length, n_axes):
     grid = np.indices(grid_shape, dtype=np.int32).reshape(len(grid_shape), -1)
     ids[text_length:, n_axes - len(grid_shape) :] = grid.T
     return ids
+
+
+def vision_ids(grid_thw, merge, include_temporal):
+    """int32 ``[sum(t*h*w), 2 or 3]``: transformers' `get_vision_position_ids`."""
+    expected = "a non-empty list of (t, h, w) lists of positive integers"
+    listed = isinstance(grid_thw, (list, tuple)) and 0 < len(grid_thw) <= 2**16
+    if not listed or not all(
+        isinstance(g, (list, tuple))
+        and len(g) == 3
+        and all(_arguments.is_int(s) and s > 0 for s in g)
+        for g in grid_thw
+    ):
+        raise _arguments.invalid("grid_thw", expected, shortened(grid_thw))
+    merge = _arguments.check_positive_int("spatial_merge_size", merge, 2**16)
+    if not isinstance(include_temporal, bool):
+        raise _arguments.invalid("include_temporal", "a bool", include_temporal)
+    count = sum(int(t) * int(h) * int(w) for t, h, w in grid_thw)
+    if count > _arguments.MAX_LENGTH:
+        expected = f"at most {_arguments.MAX_LENGTH} patches in all"
+        raise _arguments.invalid("grid_thw", expected, shortened(grid_thw))
+    found = []
+    for t, h, w in grid_thw:
+        if h % merge or w % merge:
+            expected = (
+                f"heights and widths that are multiples of spatial_merge_size={merge}"
+            )
+            raise _arguments.invalid("grid_thw", expected, shortened(grid_thw))
+        rows, cols = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        shape = (h // merge, merge, w // merge, merge)
+        rows = rows.reshape(shape).transpose(0, 2, 1, 3).reshape(-1)
+        cols = cols.reshape(shape).transpose(0, 2, 1, 3).reshape(-1)
+        spatial = np.stack([rows, cols], -1)
+        ids = np.tile(spatial, (t, 1))
+        if include_temporal:
+            ids = np.concatenate([np.repeat(np.arange(t), h * w)[:, None], ids], -1)
+        found.append(ids)
+    return np.concatenate(found).astype(np.int32)
