@@ -45,21 +45,25 @@ FORMULA = {
     "trocr": "fairseq",
     "kosmos-2": "fairseq",
     "seamless_m4t": "fairseq",
+    "seamless_m4t_v2": "fairseq",
     "xglm": "xglm",
     "musicgen": "musicgen",
     "musicgen_decoder": "musicgen",
+    "musicgen_melody": "musicgen",
     "whisper": "tensor2tensor",
     "pegasus_x": "tensor2tensor",
     "marian": "paper",
     "pegasus": "paper",
     "ctrl": "paper",
     "time_series_transformer": "paper",
+    "informer": "paper",
+    "autoformer": "paper",
     "distilbert": "interleaved",
     "xlm": "interleaved",
     "flaubert": "interleaved",
 }
 WIDTH = {"ctrl": "n_embd", "distilbert": "dim", "xlm": "emb_dim", "flaubert": "emb_dim"}
-PART = {"kosmos-2": "text_config", "musicgen": "decoder"}
+PART = {"kosmos-2": "text_config", "musicgen": "decoder", "musicgen_melody": "decoder"}
 LENGTHS = ("max_position_embeddings", "max_source_positions", "n_positions")
 
 
