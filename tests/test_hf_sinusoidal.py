@@ -280,3 +280,18 @@ def test_arguments_read_from_the_config_are_refused(key):
 def test_a_path_that_is_not_a_config_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"`config`, expected a dict, or the path"):
         SinusoidalPositionEncoding.from_hf_config(str(tmp_path / "missing.json"))
+
+
+def test_every_read_model_type_is_held_against_its_module():
+    # Each row of the reader's table has a golden config (itself, or the
+    # wrapper whose part it is), and the survey lists it as read.
+    from keras_posenc._hf import sinusoidal as _hf_sinusoidal
+
+    covered = set(TYPES.values())
+    for model_type in TYPES.values():
+        part = _hf_sinusoidal.CONVENTIONS[model_type].part
+        covered |= {part[1]} if part else set()
+    assert set(_hf_sinusoidal.CONVENTIONS) == covered
+    with open(os.path.join(HERE, "survey.json")) as file:
+        survey = json.load(file)["types"]
+    assert {t for t, row in survey.items() if row["status"] == "read"} == covered
