@@ -262,12 +262,12 @@ class SinusoidalPositionEncoding(PositionLayer):
             shape = f"<shape={tuple(inputs.shape)}>"
             raise _arguments.invalid("inputs", expected, shape)
         rows = self._rows(
-            self._positions(inputs, axis, start_index, positions),
+            self._parsed_positions(inputs, axis, start_index, positions),
             alone=self.merge is None,
         )
         return self._merge(inputs, rows, width, axis)
 
-    def _positions(self, inputs, axis, start_index, positions):
+    def _parsed_positions(self, inputs, axis, start_index, positions):
         """The call's `Positions`: from token ids (`positions_from_ids`), or
         `start_index`/`positions` moved by `position_offset`."""
         options = self._options

@@ -45,21 +45,25 @@ FORMULA = {
     "trocr": "fairseq",
     "kosmos-2": "fairseq",
     "seamless_m4t": "fairseq",
+    "seamless_m4t_v2": "fairseq",
     "xglm": "xglm",
     "musicgen": "musicgen",
     "musicgen_decoder": "musicgen",
+    "musicgen_melody": "musicgen",
     "whisper": "tensor2tensor",
     "pegasus_x": "tensor2tensor",
     "marian": "paper",
     "pegasus": "paper",
     "ctrl": "paper",
     "time_series_transformer": "paper",
+    "informer": "paper",
+    "autoformer": "paper",
     "distilbert": "interleaved",
     "xlm": "interleaved",
     "flaubert": "interleaved",
 }
 WIDTH = {"ctrl": "n_embd", "distilbert": "dim", "xlm": "emb_dim", "flaubert": "emb_dim"}
-PART = {"kosmos-2": "text_config", "musicgen": "decoder"}
+PART = {"kosmos-2": "text_config", "musicgen": "decoder", "musicgen_melody": "decoder"}
 LENGTHS = ("max_position_embeddings", "max_source_positions", "n_positions")
 
 
@@ -276,3 +280,18 @@ def test_arguments_read_from_the_config_are_refused(key):
 def test_a_path_that_is_not_a_config_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"`config`, expected a dict, or the path"):
         SinusoidalPositionEncoding.from_hf_config(str(tmp_path / "missing.json"))
+
+
+def test_every_read_model_type_is_held_against_its_module():
+    # Each row of the reader's table has a golden config (itself, or the
+    # wrapper whose part it is), and the survey lists it as read.
+    from keras_posenc._hf import sinusoidal as _hf_sinusoidal
+
+    covered = set(TYPES.values())
+    for model_type in TYPES.values():
+        part = _hf_sinusoidal.CONVENTIONS[model_type].part
+        covered |= {part[1]} if part else set()
+    assert set(_hf_sinusoidal.CONVENTIONS) == covered
+    with open(os.path.join(HERE, "survey.json")) as file:
+        survey = json.load(file)["types"]
+    assert {t for t, row in survey.items() if row["status"] == "read"} == covered

@@ -1047,7 +1047,7 @@ def test_a_lookup_table_that_extends_computes_negative_positions():
 
 # Positions in the thousands and near 2**31: the float64 transcriptions of
 # `_helpers` stay good to ~1e-12 there only for moderate positions.
-FAR = np.arange(5000, 5000 + LENGTH)
+FAR_SPAN = np.arange(5000, 5000 + LENGTH)
 
 
 @pytest.mark.parametrize("options", MODES)
@@ -1063,8 +1063,8 @@ def test_tensor2tensor_zero_column_matches_fairseq_formula(options, layout, dept
         odd_depth="zero",
         out_of_range="extend",
     )
-    out = to_numpy(layer(_zeros(), start_index=int(FAR[0])))
-    expected = tensor2tensor_table(FAR, depth, cos_first=layout == "cos_sin")
+    out = to_numpy(layer(_zeros(), start_index=int(FAR_SPAN[0])))
+    expected = tensor2tensor_table(FAR_SPAN, depth, cos_first=layout == "cos_sin")
     np.testing.assert_allclose(out, np.broadcast_to(expected, out.shape), 0, TOL)
 
 

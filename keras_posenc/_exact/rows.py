@@ -245,6 +245,7 @@ def sinusoidal_rows(options, width, pinned=False):
     encoder = _engine.sinusoidal_encoder(
         columns, options.max_wavelength, options.layout, options.frequency_rule
     )
+    source: ComputedRows | LookupTable
     if options.mode == "compute":
         source = ComputedRows(encoder, pinned=pinned)
     else:

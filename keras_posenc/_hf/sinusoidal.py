@@ -47,8 +47,10 @@ class Convention:
         pad: the keys of the padding id and its default.
         vocab: the keys of the vocabulary size and its default (the
             padding id must be inside it).
-        requires: ``(key, default)`` of a switch that must be true for the
-            table to be sinusoidal (else the model learns its positions).
+        requires: ``(key, wanted, default)`` of a switch that must hold
+            `wanted` for the table to be sinusoidal (else the model learns
+            its positions: DistilBERT's `sinusoidal_pos_embds`, TrOCR's
+            `use_learned_position_embeddings`).
         part: the key of the sub-config that holds the table (`None`: the
             config itself), and that part's model type.
     """

@@ -23,9 +23,11 @@ import sys
 import numpy as np
 import torch
 import transformers
+from transformers.models.autoformer import modeling_autoformer
 from transformers.models.ctrl import modeling_ctrl
 from transformers.models.distilbert import modeling_distilbert
 from transformers.models.flaubert import modeling_flaubert
+from transformers.models.informer import modeling_informer
 from transformers.models.kosmos2 import modeling_kosmos2
 from transformers.models.m2m_100 import modeling_m2m_100
 from transformers.models.marian import modeling_marian
@@ -35,6 +37,7 @@ from transformers.models.nllb_moe import modeling_nllb_moe
 from transformers.models.pegasus import modeling_pegasus
 from transformers.models.pegasus_x import modeling_pegasus_x
 from transformers.models.seamless_m4t import modeling_seamless_m4t
+from transformers.models.seamless_m4t_v2 import modeling_seamless_m4t_v2
 from transformers.models.speech_to_text import modeling_speech_to_text
 from transformers.models.time_series_transformer import (
     modeling_time_series_transformer,
@@ -115,13 +118,21 @@ def _xglm(config):
     return ids, full, step
 
 
-def _musicgen(module_class, part=None):
+def _musicgen(module_class, part=None, embeds=False):
+    """MusicGen's module is called on codes [batch, codebooks, length],
+    MusicGen Melody's on the decoder's input embeddings [batch, length, d]."""
+
     def run(config):
         config = getattr(config, part) if part else config
         module = module_class(config.max_position_embeddings, config.hidden_size)
         ids = _ids(-1)
         batch = ids.shape[0]
         codes = ids[:, None, :].expand(-1, config.num_codebooks, -1)
+        if embeds:
+            codes = torch.zeros(batch, LENGTH, config.hidden_size)
+            full = module(codes, cache_length=0)[None].expand(batch, -1, -1)
+            step = module(codes[:, -1:], cache_length=CACHE)
+            return ids, full, step[None].expand(batch, -1, -1)
         full = module(codes, cache_length=0)[None].expand(batch, -1, -1)
         step = module(codes[..., -1:], cache_length=CACHE)[None].expand(batch, -1, -1)
         return ids, full, step
@@ -171,6 +182,10 @@ RUNNERS = {
     "seamless_m4t": _fairseq(
         modeling_seamless_m4t.SeamlessM4TSinusoidalPositionalEmbedding, "hidden_size"
     ),
+    "seamless_m4t_v2": _fairseq(
+        modeling_seamless_m4t_v2.SeamlessM4Tv2SinusoidalPositionalEmbedding,
+        "hidden_size",
+    ),
     "xglm": _xglm,
     "musicgen": _musicgen(
         modeling_musicgen.MusicgenSinusoidalPositionalEmbedding, part="decoder"
@@ -178,8 +193,14 @@ RUNNERS = {
     "musicgen_decoder": _musicgen(
         modeling_musicgen.MusicgenSinusoidalPositionalEmbedding
     ),
+    "musicgen_melody": _musicgen(
+        modeling_musicgen_melody.MusicgenMelodySinusoidalPositionalEmbedding,
+        part="decoder",
+        embeds=True,
+    ),
     "musicgen_melody_decoder": _musicgen(
-        modeling_musicgen_melody.MusicgenMelodySinusoidalPositionalEmbedding
+        modeling_musicgen_melody.MusicgenMelodySinusoidalPositionalEmbedding,
+        embeds=True,
     ),
     "whisper": _range(_whisper),
     "pegasus_x": _pegasus_x,
@@ -189,6 +210,12 @@ RUNNERS = {
         _weight(
             modeling_time_series_transformer.TimeSeriesSinusoidalPositionalEmbedding
         )
+    ),
+    "informer": _range(
+        _weight(modeling_informer.InformerSinusoidalPositionalEmbedding)
+    ),
+    "autoformer": _range(
+        _weight(modeling_autoformer.AutoformerSinusoidalPositionalEmbedding)
     ),
     "ctrl": _range(_ctrl),
     "distilbert": _range(
@@ -228,7 +255,9 @@ def main():
     arrays["cache"] = np.array(CACHE, np.int32)
     np.savez_compressed(os.path.join(HERE, "golden.npz"), **arrays)
     with open(os.path.join(HERE, "golden.json"), "w") as f:
-        json.dump({"transformers": transformers.__version__, "configs": index}, f, indent=2)
+        json.dump(
+            {"transformers": transformers.__version__, "configs": index}, f, indent=2
+        )
         f.write("\n")
 
 
