@@ -479,7 +479,7 @@ def _engines_of(max_wavelength, depth=DEPTH):
 
     config = RopeConfig.build(max_wavelength)
     return (
-        engine.sinusoidal_encoder(depth, max_wavelength, "interleaved"),
+        engine.sinusoidal_encoder(depth, max_wavelength, "interleaved", "paper"),
         engine.rotary_encoder(config.frequencies(depth)),
     )
 
@@ -517,7 +517,7 @@ def test_engines_go_least_recently_used_first_and_layers_keep_theirs():
     from keras_posenc._exact import engine
 
     def encoder(max_wavelength):
-        return engine.sinusoidal_encoder(DEPTH, max_wavelength, "interleaved")
+        return engine.sinusoidal_encoder(DEPTH, max_wavelength, "interleaved", "paper")
 
     first = encoder(600.0)
     keras_posenc.set_cache_budget(2 * first.nbytes)

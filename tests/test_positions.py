@@ -160,7 +160,7 @@ def test_eager_jax_compilations_level_off_for_new_lengths():
     # (explicit positions and spans) compile nothing more: memory levels off.
     from keras_posenc._exact import engine as _engine
 
-    encoder = _engine.sinusoidal_encoder(8, 10000.0, "interleaved")
+    encoder = _engine.sinusoidal_encoder(8, 10000.0, "interleaved", "paper")
     layer = keras_posenc.SinusoidalPositionEncoding(merge=None, depth=8)
 
     def call_lengths(lengths):

@@ -78,7 +78,7 @@ def test_a_prompt_kept_for_the_next_layers_gives_the_bits_of_explicit_positions(
 def test_the_encoder_keeps_one_block_and_reuses_it():
     # A second call inside the kept span reads the same rows (no engine run);
     # a span outside it replaces the block.
-    encoder = _engine.sinusoidal_encoder(DEPTH, 10000.0, "interleaved")
+    encoder = _engine.sinusoidal_encoder(DEPTH, 10000.0, "interleaved", "paper")
     base, rows, steps = encoder.block(100, 1100)
     assert (base, tuple(rows.shape), steps) == (64, (1036, DEPTH), [])
     assert encoder.block(64, 1100)[1] is rows

@@ -539,9 +539,10 @@ def _encoder_bytes(encoder):
 
 
 @kept.memoized(_encoder_bytes)
-def sinusoidal_encoder(depth, max_wavelength, layout, frequency_rule="paper"):
+def sinusoidal_encoder(depth, max_wavelength, layout, frequency_rule):
     """The `Encoder` of the sinusoidal table for one option set (kept:
-    `kept.memoized`)."""
+    `kept.memoized`). Every argument is given, so that one option set is
+    one key (a defaulted `frequency_rule` made two engines of one)."""
     return Encoder(sinusoidal_constants(depth, max_wavelength, layout, frequency_rule))
 
 
