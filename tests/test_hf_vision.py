@@ -348,3 +348,19 @@ def test_vision_layer_keras_file_round_trip(tmp_path):
     np.testing.assert_array_equal(
         to_numpy(restored([q, ids])), to_numpy(model([q, ids]))
     )
+
+
+@pytest.mark.parametrize("part", ["text", "vision"])
+def test_dinov3_is_refused_by_name_with_its_reason(part):
+    # DINOv3 rotates by normalized float coordinates, not patch ids; its
+    # module is no ...VisionRotaryEmbedding, so the survey does not list it.
+    with pytest.raises(ValueError, match=r"DINOv3 rotates patches by their coord"):
+        RotaryEmbedding.from_hf_config(
+            {"model_type": "dinov3_vit", "hidden_size": 384}, part=part
+        )
+
+
+def test_text_refusal_of_a_type_with_a_read_vision_tower_names_part_vision():
+    # Pixtral has no text RoPE; its tower is read, and the refusal says how.
+    with pytest.raises(ValueError, match=r"read with part='vision'"):
+        RotaryEmbedding.from_hf_config({"model_type": "pixtral"})

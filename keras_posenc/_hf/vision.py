@@ -23,6 +23,17 @@ from keras_posenc._hf.vision_types import (
     TRANSFORMERS_VERSION,
 )
 
+# Model types that rotate patches by something other than integer ids, which
+# the generated survey does not list (their module is no
+# `...VisionRotaryEmbedding`): refused by name in every part.
+OTHER_POSITIONS = {
+    "dinov3_vit": (
+        "DINOv3 rotates patches by their coordinates normalized to [-1, 1] "
+        "(DINOv3ViTRopePositionEmbedding: angles 2 pi x / period, with "
+        "training-time shifts and jitter), not by integer patch ids"
+    ),
+}
+
 # The parts a config may be read for; "text" is `_hf.config`'s.
 PART_NAMES = ("text", "vision", "audio")
 
@@ -92,6 +103,8 @@ def locate(config, part):
     if not isinstance(model_type, str):
         expected = f"a string (the {part} part is found by the config's model type)"
         raise _arguments.invalid("model_type", expected, shortened(model_type))
+    if model_type in OTHER_POSITIONS:
+        raise _refuse_part(model_type, part, OTHER_POSITIONS[model_type])
     if model_type in REFUSED or model_type not in PARTS:  # a part's own config
         if model_type in READ or model_type in REFUSED or model_type in NONE:
             return _checked(model_type, part, model_type), config
