@@ -107,7 +107,7 @@ def _class_of(content):
     name = content["_class_name"]
     if not isinstance(name, str):
         raise _arguments.invalid("_class_name", "a string", shortened(name))
-    legacy = ()
+    legacy: tuple = ()
     if name in _models.REMAPPED:
         key, targets, legacy = _models.REMAPPED[name]
         target = targets.get(content.get(key))
@@ -142,10 +142,12 @@ def read(config):
     values = {}
     for key in model.positions:
         value = content.get(key, model.defaults[key])
-        check, expected = RULES.get(key, (model.defaults[key].__eq__, None))
+        rule = RULES.get(key)
+        if rule is None:  # `norm_type`: the one its forward implements
+            only = model.defaults[key]
+            rule = (only.__eq__, f"{only!r} (the only one {name} implements)")
+        check, expected = rule
         if not check(value):
-            if expected is None:  # `norm_type`: the class implements one
-                expected = f"{model.defaults[key]!r} (the only one {name} implements)"
             raise _arguments.invalid(key, expected, shortened(value))
         values[key] = value
     return Read(name, model, values)
