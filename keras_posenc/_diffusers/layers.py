@@ -57,6 +57,7 @@ RULES = {
     "axes_dims_rope": _AXES,
     "flip_sin_to_cos": _BOOL,
     "freq_shift": (_is_number, "a finite number"),
+    "freq_dim": _POSITIVE_INT,
     "sample_width": _POSITIVE_INT,
     "sample_height": _POSITIVE_INT,
     "sample_frames": _POSITIVE_INT,
@@ -261,8 +262,8 @@ def rotary_arguments(config, overrides=None):
     head = parsed.value(spec.head_dim)
     if spec.axes is not None:
         axes, name = tuple(parsed.value(spec.axes)), spec.axes.name
-    else:  # a split of the head dim: `head // 4, head // 8 * 3, ...`
-        axes, name = tuple(head // d * n for d, n in spec.split), spec.head_dim.name
+    else:  # the model's split of the head dim
+        axes, name = tuple(spec.split(head)), spec.head_dim.name
     if sum(axes) != head or not all(d > 0 and d % 2 == 0 for d in axes):
         expected = (
             f"axes of even features summing to attention_head_dim={head} "
