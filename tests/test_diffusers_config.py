@@ -191,7 +191,8 @@ def test_a_class_not_read_is_refused_by_name():
     expected = (
         "a diffusers transformer whose position code keras_posenc reads, one of "
         "['CogVideoXTransformer3DModel', 'DiTTransformer2DModel', "
-        "'FluxTransformer2DModel', 'PixArtTransformer2DModel', "
+        "'FluxTransformer2DModel', 'HunyuanVideoTransformer3DModel', "
+        "'PixArtTransformer2DModel', "
         "'SD3Transformer2DModel', 'SanaTransformer2DModel', "
         "'WanTransformer3DModel'] (or a legacy "
         "['Transformer2DModel'])"

@@ -55,6 +55,8 @@ RULES = {
     "attention_head_dim": _POSITIVE_INT,
     "num_attention_heads": _POSITIVE_INT,
     "axes_dims_rope": _AXES,
+    "rope_axes_dim": _AXES,
+    "rope_theta": _SCALE,
     "flip_sin_to_cos": _BOOL,
     "freq_shift": (_is_number, "a finite number"),
     "freq_dim": _POSITIVE_INT,
@@ -272,7 +274,7 @@ def rotary_arguments(config, overrides=None):
         raise _arguments.invalid(name, expected, shortened(parsed.values[name]))
     arguments = {
         "axes_dim": axes,
-        "max_wavelength": spec.theta,
+        "max_wavelength": float(parsed.value(spec.theta)),
         "layout": "interleaved",
     }
     # Where the model's attention holds the sequence: a default the caller

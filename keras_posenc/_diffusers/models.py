@@ -93,7 +93,7 @@ class AxesRope:
     head_dim: Key
     axes: Key | None = None
     split: Callable[[int], tuple] | None = None
-    theta: float = 10000.0
+    theta: float | Key = 10000.0
     sequence_axis: int = 1
     when: When | None = None
 
@@ -355,6 +355,39 @@ MODELS = MappingProxyType(
                 when=_ROTARY,
             ),
             instead="",
+        ),
+        "HunyuanVideoTransformer3DModel": _model(
+            {
+                "in_channels": 16,
+                "out_channels": 16,
+                "num_attention_heads": 24,
+                "attention_head_dim": 128,
+                "num_layers": 20,
+                "num_single_layers": 40,
+                "num_refiner_layers": 2,
+                "mlp_ratio": 4.0,
+                "patch_size": 2,
+                "patch_size_t": 1,
+                "qk_norm": "rms_norm",
+                # The guidance: the same `Timesteps` (its pipeline scales it).
+                "guidance_embeds": True,
+                "text_embed_dim": 4096,
+                "pooled_projection_dim": 768,
+                "rope_theta": 256.0,
+                "rope_axes_dim": (16, 56, 56),
+                "image_condition_type": None,
+            },
+            ("attention_head_dim", "rope_theta", "rope_axes_dim"),
+            timestep=Timestep("HunyuanVideoConditionEmbedding"),
+            grid=None,
+            rope=AxesRope(
+                "HunyuanVideoRotaryPosEmbed(patch_size, patch_size_t, rope_axes_dim, "
+                "rope_theta)",
+                Key("attention_head_dim"),
+                axes=Key("rope_axes_dim"),
+                theta=Key("rope_theta"),
+            ),
+            instead=_ROPE,
         ),
         "WanTransformer3DModel": _model(
             {

@@ -11,7 +11,8 @@ of each pipeline (black-forest-labs/FLUX.1-dev, -schnell, -Kontext-dev;
 stabilityai/stable-diffusion-3-medium, 3.5-large, 3.5-medium;
 PixArt-alpha/PixArt-XL-2-1024-MS and 512x512, PixArt-Sigma-XL-2-1024-MS;
 facebook/DiT-XL-2-256; Efficient-Large-Model/Sana_1600M 1024px and 4Kpx;
-THUDM/CogVideoX-2b, -5b, CogVideoX1.5-5B; Wan-AI/Wan2.1-T2V-1.3B). For
+THUDM/CogVideoX-2b, -5b, CogVideoX1.5-5B; Wan-AI/Wan2.1-T2V-1.3B;
+hunyuanvideo-community/HunyuanVideo). For
 each, this builds the position modules the model's transformer builds,
 with the config's values (not the whole transformer; widths of other
 modules tiny), and records in
@@ -41,6 +42,10 @@ from diffusers.models.transformers.sana_transformer import (
     SanaCombinedTimestepGuidanceEmbeddings,
 )
 from diffusers.models.transformers.transformer_flux import FluxPosEmbed
+from diffusers.models.transformers.transformer_hunyuan_video import (
+    HunyuanVideoConditionEmbedding,
+    HunyuanVideoRotaryPosEmbed,
+)
 from diffusers.models.transformers.transformer_wan import (
     WanRotaryPosEmbed,
     WanTimeTextImageEmbedding,
@@ -106,6 +111,12 @@ TIMESTEP_MODULES = {
             c.get("flip_sin_to_cos", True),
             c.get("freq_shift", 0),
         )(torch.from_numpy(t)),
+        TIMESTEPS,
+    ),
+    "HunyuanVideoTransformer3DModel": (
+        lambda c, t: HunyuanVideoConditionEmbedding(8, 8, True).time_proj(
+            torch.from_numpy(t)
+        ),
         TIMESTEPS,
     ),
     "WanTransformer3DModel": (
@@ -274,6 +285,27 @@ def wan_rope(config, rng):
     return {"ids": ids, "q": q, "q_rotated": rotated}
 
 
+def hunyuan_video_rope(config, rng):
+    """`HunyuanVideoRotaryPosEmbed`'s tables of a 3-frame, 8 x 12 latent."""
+    patch, patch_t = config.get("patch_size", 2), config.get("patch_size_t", 1)
+    rope = HunyuanVideoRotaryPosEmbed(
+        patch,
+        patch_t,
+        config.get("rope_axes_dim", (16, 56, 56)),
+        config.get("rope_theta", 256.0),
+    )
+    latent = torch.zeros(1, 1, 3 * patch_t, 8 * patch, 12 * patch)
+    cos, sin = rope(latent)
+    ids = np.indices((3, 8, 12)).reshape(3, -1).T.astype(np.float32)
+    # HunyuanVideo's attention: [batch, length, heads, dim], sequence_dim=1.
+    q = rng.standard_normal((1, len(ids), 1, config["attention_head_dim"]))
+    q = q.astype(np.float32)
+    rotated = embeddings.apply_rotary_emb(
+        torch.from_numpy(q), (cos, sin), sequence_dim=1
+    )
+    return {"ids": ids, "q": q, "q_rotated": rotated}
+
+
 def main():
     arrays = {}
     rng = np.random.default_rng(0)
@@ -286,6 +318,8 @@ def main():
         rotary = config.get("use_rotary_positional_embeddings", False)
         if name == "FluxTransformer2DModel":
             fields.update(flux_rope(config, rng))
+        elif name == "HunyuanVideoTransformer3DModel":
+            fields.update(hunyuan_video_rope(config, rng))
         elif name == "WanTransformer3DModel":
             fields.update(wan_rope(config, rng))
         elif name == "CogVideoXTransformer3DModel" and rotary:
