@@ -675,7 +675,12 @@ class RotaryEmbedding(PositionLayer):
         pipeline's `get_3d_rotary_pos_embed`, axes `(head_dim // 4,
         head_dim // 8 * 3, head_dim // 8 * 3)` for (frame, row, column),
         theta 10000, interleaved, on `[batch, heads, length, head_dim]`
-        (`sequence_axis=2`; rotate the video tokens, after the text's).
+        (`sequence_axis=2`; rotate the video tokens, after the text's);
+        `WanTransformer3DModel` (Wan 2.1): `WanRotaryPosEmbed`, axes
+        `(head_dim - 4 * (head_dim // 6), 2 * (head_dim // 6), 2 *
+        (head_dim // 6))`, theta 10000, interleaved, `sequence_axis=1`;
+        `HunyuanVideoTransformer3DModel`: `rope_axes_dim`, theta
+        `rope_theta` (256), interleaved, `sequence_axis=1`.
         Position ids are the call's (`grid_position_ids`; fractional ids
         for CogVideoX's resized grids). A model whose positions are a
         sin-cos grid is refused, saying so, as are other classes, keys the

@@ -396,13 +396,14 @@ class TimestepEmbedding(Versioned, keras.layers.Layer):
         `PixArtTransformer2DModel`, `SanaTransformer2DModel` (shift 0; Sana's
         pipeline multiplies the timestep by `timestep_scale` before the
         transformer), `DiTTransformer2DModel` (shift 1: diffusers' DiT, where
-        the DiT repository uses 0) and `CogVideoXTransformer3DModel` (its
+        the DiT repository uses 0), `CogVideoXTransformer3DModel` (its
         `flip_sin_to_cos`, `freq_shift`, width `num_attention_heads *
-        attention_head_dim`); the class is the config's `_class_name`
-        (a legacy `Transformer2DModel` as diffusers remaps it). Any other
-        class, a key the class does not take, and a transformers config are
-        refused by name; keys that set no position are listed in
-        `keras_posenc/_diffusers/models.py`.
+        attention_head_dim`), `WanTransformer3DModel` (width `freq_dim`,
+        shift 0), `HunyuanVideoTransformer3DModel` (shift 0); the class
+        is the config's `_class_name` (a legacy `Transformer2DModel` as
+        diffusers remaps it). Any other class, a key the class does not
+        take, and a transformers config are refused by name; keys that set
+        no position are listed in `keras_posenc/_diffusers/models.py`.
 
         Args:
             config: dict (a `config.json`'s content), or the path of a

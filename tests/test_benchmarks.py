@@ -13,7 +13,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from _helpers import BACKEND, TOL, only_tensorflow, reference, to_numpy
+from _helpers import BACKEND, LEGACY, TOL, only_tensorflow, reference, to_numpy
 
 import keras_posenc
 
@@ -38,6 +38,7 @@ gpu = _benchmark("gpu")
 grid = _benchmark("grid")
 memory = _benchmark("memory")
 timestep = _benchmark("timestep")
+diffusion_step = _benchmark("diffusion_step")
 common = _benchmark("_common")
 _floors = _benchmark("_floors")
 
@@ -633,6 +634,45 @@ def test_timestep_smoke_records_precision_and_speed(tmp_path):
         assert row["ours"] <= TOL < row["float32_formula"] < row["bf16_timesteps"]
     assert section["speed"]["float32_formula"]["ratio"] == 1.0
     assert section["speed"]["ours"]["median_ms"] > 0
+
+
+# -- diffusion_step.py ------------------------------------------------------------
+
+needs_keras_hub = pytest.mark.skipif(
+    not _has_keras_hub() or LEGACY, reason="keras-hub (Keras 3) not installed"
+)
+
+
+@needs_keras_hub
+@pytest.mark.filterwarnings("ignore:`build\\(\\)` was called on layer")
+def test_diffusion_step_smoke_times_both_models_in_every_mode(tmp_path):
+    # Flux and SD3, eager and compiled (torch: eager), keras-hub's layers and
+    # use_exact side by side; the overhead is the ratio of medians less one.
+    path = tmp_path / "diffusion_step.json"
+    diffusion_step.main(["--smoke", "--json", str(path)])
+    section = json.loads(path.read_text())["backends"][BACKEND]
+    modes = {"tensorflow": ["eager", "tf.function"], "jax": ["eager", "jax.jit"]}
+    for name in ("flux", "sd3"):
+        entry = section["models"][name]
+        assert [m for m in entry if m != "size"] == modes.get(BACKEND, ["eager"])
+        for mode in modes.get(BACKEND, ["eager"]):
+            cell = entry[mode]
+            ratio = cell[diffusion_step.EXACT]["ratio"]
+            # (both rounded to 4 digits in the results file)
+            assert cell["overhead"] == pytest.approx(ratio - 1.0, abs=1e-3)
+            assert cell[diffusion_step.HUB]["median_ms"] > 0
+
+
+@needs_keras_hub
+@pytest.mark.filterwarnings("ignore:`build\\(\\)` was called on layer")
+@pytest.mark.parametrize("name", ["flux", "sd3"])
+def test_diffusion_step_builds_compute_the_same_step(name):
+    # The exact build holds keras-hub's weights: the two outputs differ only
+    # by the position layers' float32 error, amplified by the blocks.
+    hub, exact, inputs, _ = diffusion_step.models(name, smoke=True)
+    theirs = to_numpy(hub(inputs, training=False))
+    ours = to_numpy(exact(inputs, training=False))
+    assert np.abs(ours - theirs).max() <= 1e-3 * np.abs(theirs).max()
 
 
 def test_grid_smoke_times_every_configuration_against_the_formula(tmp_path):

@@ -97,11 +97,12 @@ def test_grid_matches_the_models_patch_embedding(case, field):
 @pytest.mark.parametrize("case", ROPES)
 def test_rope_matches_the_models_rotary_embedding(case):
     # diffusers rotates in float32; CogVideoX's angles are float32 too
-    # (FLUX's are float64), off by a few roundoffs of the largest angle.
+    # (FLUX's and Wan's are float64), off by a few roundoffs of the largest.
     layer = RotaryEmbedding.from_diffusers_config(path_of(case))
     ids, q = GOLDEN[f"{case}.ids"], GOLDEN[f"{case}.q"]
     golden = GOLDEN[f"{case}.q_rotated"]
-    angles = 0.0 if case.startswith("flux") else 4 * EPS32 * float(np.abs(ids).max())
+    float64 = case.startswith(("flux", "wan"))
+    angles = 0.0 if float64 else 4 * EPS32 * float(np.abs(ids).max())
     tol = (2 * TOL + 4 * EPS32 + angles) * float(np.abs(q).max())
     assert max_diff(to_numpy(layer(q, positions=ids)), golden) <= tol
 
@@ -190,8 +191,10 @@ def test_a_class_not_read_is_refused_by_name():
     expected = (
         "a diffusers transformer whose position code keras_posenc reads, one of "
         "['CogVideoXTransformer3DModel', 'DiTTransformer2DModel', "
-        "'FluxTransformer2DModel', 'PixArtTransformer2DModel', "
-        "'SD3Transformer2DModel', 'SanaTransformer2DModel'] (or a legacy "
+        "'FluxTransformer2DModel', 'HunyuanVideoTransformer3DModel', "
+        "'PixArtTransformer2DModel', "
+        "'SD3Transformer2DModel', 'SanaTransformer2DModel', "
+        "'WanTransformer3DModel'] (or a legacy "
         "['Transformer2DModel'])"
     )
     with pytest.raises(

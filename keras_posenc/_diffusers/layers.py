@@ -55,8 +55,11 @@ RULES = {
     "attention_head_dim": _POSITIVE_INT,
     "num_attention_heads": _POSITIVE_INT,
     "axes_dims_rope": _AXES,
+    "rope_axes_dim": _AXES,
+    "rope_theta": _SCALE,
     "flip_sin_to_cos": _BOOL,
     "freq_shift": (_is_number, "a finite number"),
+    "freq_dim": _POSITIVE_INT,
     "sample_width": _POSITIVE_INT,
     "sample_height": _POSITIVE_INT,
     "sample_frames": _POSITIVE_INT,
@@ -107,7 +110,7 @@ def _class_of(content):
     name = content["_class_name"]
     if not isinstance(name, str):
         raise _arguments.invalid("_class_name", "a string", shortened(name))
-    legacy = ()
+    legacy: tuple = ()
     if name in _models.REMAPPED:
         key, targets, legacy = _models.REMAPPED[name]
         target = targets.get(content.get(key))
@@ -142,10 +145,12 @@ def read(config):
     values = {}
     for key in model.positions:
         value = content.get(key, model.defaults[key])
-        check, expected = RULES.get(key, (model.defaults[key].__eq__, None))
+        rule = RULES.get(key)
+        if rule is None:  # `norm_type`: the one its forward implements
+            only = model.defaults[key]
+            rule = (only.__eq__, f"{only!r} (the only one {name} implements)")
+        check, expected = rule
         if not check(value):
-            if expected is None:  # `norm_type`: the class implements one
-                expected = f"{model.defaults[key]!r} (the only one {name} implements)"
             raise _arguments.invalid(key, expected, shortened(value))
         values[key] = value
     return Read(name, model, values)
@@ -259,8 +264,8 @@ def rotary_arguments(config, overrides=None):
     head = parsed.value(spec.head_dim)
     if spec.axes is not None:
         axes, name = tuple(parsed.value(spec.axes)), spec.axes.name
-    else:  # a split of the head dim: `head // 4, head // 8 * 3, ...`
-        axes, name = tuple(head // d * n for d, n in spec.split), spec.head_dim.name
+    else:  # the model's split of the head dim
+        axes, name = tuple(spec.split(head)), spec.head_dim.name
     if sum(axes) != head or not all(d > 0 and d % 2 == 0 for d in axes):
         expected = (
             f"axes of even features summing to attention_head_dim={head} "
@@ -269,7 +274,7 @@ def rotary_arguments(config, overrides=None):
         raise _arguments.invalid(name, expected, shortened(parsed.values[name]))
     arguments = {
         "axes_dim": axes,
-        "max_wavelength": spec.theta,
+        "max_wavelength": float(parsed.value(spec.theta)),
         "layout": "interleaved",
     }
     # Where the model's attention holds the sequence: a default the caller

@@ -11,6 +11,7 @@ widths of the projections, the norms) and is listed in `defaults` only.
 """
 
 import dataclasses
+from collections.abc import Callable
 from types import MappingProxyType
 
 # diffusers' own keys in every saved config (its class, version, origin).
@@ -85,15 +86,14 @@ class VideoGrid:
 class AxesRope:
     """N-axis RoPE (`get_1d_rotary_pos_embed` per axis, `repeat_interleave_real`:
     interleaved pairs): `axes` is the key of the features per axis, or
-    `split` of the head dim, ``(divisor, multiplier)`` per axis (CogVideoX's
-    `dim // 4, dim // 8 * 3, dim // 8 * 3`); `sequence_axis` where the
-    model's attention holds the sequence."""
+    `split` the model's split of the head dim into axes; `sequence_axis`
+    where the model's attention holds the sequence."""
 
     source: str
     head_dim: Key
     axes: Key | None = None
-    split: tuple | None = None
-    theta: float = 10000.0
+    split: Callable[[int], tuple] | None = None
+    theta: float | Key = 10000.0
     sequence_axis: int = 1
     when: When | None = None
 
@@ -350,11 +350,78 @@ MODELS = MappingProxyType(
                 "get_3d_rotary_pos_embed (the pipeline's "
                 "_prepare_rotary_positional_embeddings)",
                 Key("attention_head_dim"),
-                split=((4, 1), (8, 3), (8, 3)),
+                split=lambda d: (d // 4, d // 8 * 3, d // 8 * 3),
                 sequence_axis=2,  # its attention rotates [batch, heads, length, dim]
                 when=_ROTARY,
             ),
             instead="",
+        ),
+        "HunyuanVideoTransformer3DModel": _model(
+            {
+                "in_channels": 16,
+                "out_channels": 16,
+                "num_attention_heads": 24,
+                "attention_head_dim": 128,
+                "num_layers": 20,
+                "num_single_layers": 40,
+                "num_refiner_layers": 2,
+                "mlp_ratio": 4.0,
+                "patch_size": 2,
+                "patch_size_t": 1,
+                "qk_norm": "rms_norm",
+                # The guidance: the same `Timesteps` (its pipeline scales it).
+                "guidance_embeds": True,
+                "text_embed_dim": 4096,
+                "pooled_projection_dim": 768,
+                "rope_theta": 256.0,
+                "rope_axes_dim": (16, 56, 56),
+                "image_condition_type": None,
+            },
+            ("attention_head_dim", "rope_theta", "rope_axes_dim"),
+            timestep=Timestep("HunyuanVideoConditionEmbedding"),
+            grid=None,
+            rope=AxesRope(
+                "HunyuanVideoRotaryPosEmbed(patch_size, patch_size_t, rope_axes_dim, "
+                "rope_theta)",
+                Key("attention_head_dim"),
+                axes=Key("rope_axes_dim"),
+                theta=Key("rope_theta"),
+            ),
+            instead=_ROPE,
+        ),
+        "WanTransformer3DModel": _model(
+            {
+                "patch_size": (1, 2, 2),
+                "num_attention_heads": 40,
+                "attention_head_dim": 128,
+                "in_channels": 16,
+                "out_channels": 16,
+                "text_dim": 4096,
+                "freq_dim": 256,
+                "ffn_dim": 13824,
+                "num_layers": 40,
+                "cross_attn_norm": True,
+                "qk_norm": "rms_norm_across_heads",
+                "eps": 1e-06,
+                "image_dim": None,
+                "added_kv_proj_dim": None,
+                # The length of its precomputed table (ids must stay below
+                # it there); the layer computes every id.
+                "rope_max_seq_len": 1024,
+                "pos_embed_seq_len": None,
+            },
+            ("attention_head_dim", "freq_dim"),
+            timestep=Timestep(
+                "WanTimeTextImageEmbedding: Timesteps(freq_dim, True, 0)",
+                width=("freq_dim",),
+            ),
+            grid=None,
+            rope=AxesRope(
+                "WanRotaryPosEmbed(attention_head_dim, patch_size, rope_max_seq_len)",
+                Key("attention_head_dim"),
+                split=lambda d: (d - 4 * (d // 6), 2 * (d // 6), 2 * (d // 6)),
+            ),
+            instead=_ROPE,
         ),
     }
 )

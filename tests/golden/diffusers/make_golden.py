@@ -11,9 +11,11 @@ of each pipeline (black-forest-labs/FLUX.1-dev, -schnell, -Kontext-dev;
 stabilityai/stable-diffusion-3-medium, 3.5-large, 3.5-medium;
 PixArt-alpha/PixArt-XL-2-1024-MS and 512x512, PixArt-Sigma-XL-2-1024-MS;
 facebook/DiT-XL-2-256; Efficient-Large-Model/Sana_1600M 1024px and 4Kpx;
-THUDM/CogVideoX-2b, -5b, CogVideoX1.5-5B). For each, this builds the
-position modules the model's transformer builds, with the config's values
-(not the whole transformer; widths of other modules tiny), and records in
+THUDM/CogVideoX-2b, -5b, CogVideoX1.5-5B; Wan-AI/Wan2.1-T2V-1.3B;
+hunyuanvideo-community/HunyuanVideo). For
+each, this builds the position modules the model's transformer builds,
+with the config's values (not the whole transformer; widths of other
+modules tiny), and records in
 `golden.npz` (arrays named ``<config>.<field>``):
 
 * ``t``, ``timestep``: the transformer's `timestep` argument and its
@@ -24,8 +26,9 @@ position modules the model's transformer builds, with the config's values
   of a table over 256 rows, every ``grid.<...>.step``-th row;
 * ``ids``, ``q``, ``q_rotated``: position ids, a query in the model's
   attention layout and diffusers' `apply_rotary_emb` of it with the
-  model's RoPE (`FluxPosEmbed`; CogVideoX's `get_3d_rotary_pos_embed` as
-  its pipeline calls it, ids being the positions it uses).
+  model's RoPE (`FluxPosEmbed`; `WanRotaryPosEmbed`; CogVideoX's
+  `get_3d_rotary_pos_embed` as its pipeline calls it, ids being the
+  positions it uses).
 """
 
 import json
@@ -39,6 +42,14 @@ from diffusers.models.transformers.sana_transformer import (
     SanaCombinedTimestepGuidanceEmbeddings,
 )
 from diffusers.models.transformers.transformer_flux import FluxPosEmbed
+from diffusers.models.transformers.transformer_hunyuan_video import (
+    HunyuanVideoConditionEmbedding,
+    HunyuanVideoRotaryPosEmbed,
+)
+from diffusers.models.transformers.transformer_wan import (
+    WanRotaryPosEmbed,
+    WanTimeTextImageEmbedding,
+)
 from diffusers.pipelines.cogvideo.pipeline_cogvideox import (
     get_resize_crop_region_for_grid,
 )
@@ -100,6 +111,21 @@ TIMESTEP_MODULES = {
             c.get("flip_sin_to_cos", True),
             c.get("freq_shift", 0),
         )(torch.from_numpy(t)),
+        TIMESTEPS,
+    ),
+    "HunyuanVideoTransformer3DModel": (
+        lambda c, t: HunyuanVideoConditionEmbedding(8, 8, True).time_proj(
+            torch.from_numpy(t)
+        ),
+        TIMESTEPS,
+    ),
+    "WanTransformer3DModel": (
+        lambda c, t: WanTimeTextImageEmbedding(
+            dim=8,
+            time_freq_dim=c.get("freq_dim", 256),
+            time_proj_dim=48,
+            text_embed_dim=8,
+        ).timesteps_proj(torch.from_numpy(t)),
         TIMESTEPS,
     ),
 }
@@ -243,6 +269,43 @@ def cogvideox_rope(config, rng):
     return {"ids": ids, "q": q, "q_rotated": rotated}
 
 
+def wan_rope(config, rng):
+    """`WanRotaryPosEmbed`'s tables of a 3-frame, 8 x 12 latent (2 x 2 patches)."""
+    head, patch = config["attention_head_dim"], tuple(config["patch_size"])
+    rope = WanRotaryPosEmbed(head, patch, config.get("rope_max_seq_len", 1024))
+    latent = torch.zeros(1, 1, 3 * patch[0], 8 * patch[1], 12 * patch[2])
+    cos, sin = (table[0, :, 0] for table in rope(latent))
+    ids = np.indices((3, 8, 12)).reshape(3, -1).T.astype(np.float32)
+    # Wan's attention: [batch, length, heads, dim]; its own rotation is
+    # apply_rotary_emb's interleaved one.
+    q = rng.standard_normal((1, len(ids), 1, head)).astype(np.float32)
+    rotated = embeddings.apply_rotary_emb(
+        torch.from_numpy(q), (cos, sin), sequence_dim=1
+    )
+    return {"ids": ids, "q": q, "q_rotated": rotated}
+
+
+def hunyuan_video_rope(config, rng):
+    """`HunyuanVideoRotaryPosEmbed`'s tables of a 3-frame, 8 x 12 latent."""
+    patch, patch_t = config.get("patch_size", 2), config.get("patch_size_t", 1)
+    rope = HunyuanVideoRotaryPosEmbed(
+        patch,
+        patch_t,
+        config.get("rope_axes_dim", (16, 56, 56)),
+        config.get("rope_theta", 256.0),
+    )
+    latent = torch.zeros(1, 1, 3 * patch_t, 8 * patch, 12 * patch)
+    cos, sin = rope(latent)
+    ids = np.indices((3, 8, 12)).reshape(3, -1).T.astype(np.float32)
+    # HunyuanVideo's attention: [batch, length, heads, dim], sequence_dim=1.
+    q = rng.standard_normal((1, len(ids), 1, config["attention_head_dim"]))
+    q = q.astype(np.float32)
+    rotated = embeddings.apply_rotary_emb(
+        torch.from_numpy(q), (cos, sin), sequence_dim=1
+    )
+    return {"ids": ids, "q": q, "q_rotated": rotated}
+
+
 def main():
     arrays = {}
     rng = np.random.default_rng(0)
@@ -255,6 +318,10 @@ def main():
         rotary = config.get("use_rotary_positional_embeddings", False)
         if name == "FluxTransformer2DModel":
             fields.update(flux_rope(config, rng))
+        elif name == "HunyuanVideoTransformer3DModel":
+            fields.update(hunyuan_video_rope(config, rng))
+        elif name == "WanTransformer3DModel":
+            fields.update(wan_rope(config, rng))
         elif name == "CogVideoXTransformer3DModel" and rotary:
             fields.update(cogvideox_rope(config, rng))
         elif name == "CogVideoXTransformer3DModel":
@@ -272,7 +339,7 @@ def main():
                 arrays[f"{case}.{field}"] = value
     np.savez_compressed(HERE / "golden.npz", **arrays)
     for key, value in arrays.items():
-        print(key, value.shape, value.dtype)
+        print(key, np.shape(value), np.asarray(value).dtype)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,287 @@
+"""A diffusion step's cost of `use_exact`: keras-hub Flux and SD3 MMDiT forwards.
+
+    python -m benchmarks.diffusion_step [--backend tensorflow|jax|torch |
+        --all-backends] [--reps 11] [--smoke] [--torch-compile]
+        [--json PATH] [--record]
+
+One denoising step is one forward of the diffusion transformer. Two
+keras-hub models of a small but realistic width and depth, float32, batch
+1, each built twice with the same weights: as keras-hub makes it, and
+after `keras_posenc.compat.use_exact` (FLUX's RoPE and timestep
+embedding, SD3's timestep sinusoid made exact):
+
+* `FluxBackbone`: hidden 512 (4 heads of 128, axes (16, 56, 56)), one
+  double-stream and two single-stream blocks, 1024 image tokens (a 32 x 32
+  packed latent, 512 px) and 128 text tokens, guidance embedded;
+* `MMDiT` (Stable Diffusion 3): hidden 512 (8 heads of 64), 3 blocks, a
+  64 x 64 x 16 latent in 2 x 2 patches (1024 image tokens) and 128 context
+  tokens.
+
+Each is timed eager (TensorFlow, JAX op by op, torch) and compiled
+(`tf.function`, `jax.jit`; `torch.compile` with `--torch-compile`), the
+two builds interleaved in one run (medians of `--reps`). The table gives
+the step in ms with keras-hub's layers and with the exact ones, their
+ratio and the overhead per step in percent (the goal: at most 1%).
+"""
+
+import sys
+import warnings
+
+from benchmarks import _common
+
+if __name__ == "__main__":
+    _common.select_backend(sys.argv[1:])
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_posenc import compat  # noqa: E402
+
+# keras-hub's FLUX blocks build their sublayers on the first call.
+warnings.filterwarnings("ignore", message="`build\\(\\)` was called on layer")
+BACKEND = keras.backend.backend()
+NAME = "diffusion_step"
+GOAL = 0.01  # at most 1% of a step
+HUB, EXACT = "keras_hub", "use_exact"
+# name: model sizes (the defaults, then --smoke's).
+SIZES = {
+    "flux": (
+        {"hidden": 512, "heads": 4, "double": 1, "single": 2, "side": 32, "text": 128},
+        {"hidden": 64, "heads": 2, "double": 1, "single": 1, "side": 4, "text": 4},
+    ),
+    "sd3": (
+        {"hidden": 512, "heads": 8, "layers": 3, "side": 64, "text": 128},
+        {"hidden": 32, "heads": 2, "layers": 1, "side": 8, "text": 4},
+    ),
+}
+
+
+def _flux(size, rng):
+    """A `FluxBackbone` and its inputs (one step: image ids of the packed grid)."""
+    import keras_hub
+
+    hidden, heads, side = size["hidden"], size["heads"], size["side"]
+    head = hidden // heads
+    axes = [head // 8, head * 7 // 16, head * 7 // 16]  # FLUX's (16, 56, 56) at 128
+    tokens, channels, text_dim = side * side, 64, hidden
+    model = keras_hub.models.FluxBackbone(
+        input_channels=channels,
+        hidden_size=hidden,
+        mlp_ratio=4.0,
+        num_heads=heads,
+        depth=size["double"],
+        depth_single_blocks=size["single"],
+        axes_dim=axes,
+        theta=10000,
+        use_bias=True,
+        guidance_embed=True,
+        image_shape=(tokens, channels),
+        text_shape=(size["text"], text_dim),
+        image_ids_shape=(tokens, 3),
+        text_ids_shape=(size["text"], 3),
+        y_shape=(hidden,),
+    )
+    ids = np.zeros((1, tokens, 3), "float32")
+    ids[0, :, 1:] = np.indices((side, side)).reshape(2, -1).T
+    inputs = {
+        "image": rng.normal(size=(1, tokens, channels)).astype("float32"),
+        "image_ids": ids,
+        "text": rng.normal(size=(1, size["text"], text_dim)).astype("float32"),
+        "text_ids": np.zeros((1, size["text"], 3), "float32"),
+        "y": rng.normal(size=(1, hidden)).astype("float32"),
+        "timesteps": np.array([0.7311], "float32"),
+        "guidance": np.array([3.5], "float32"),
+    }
+    return model, inputs
+
+
+def _sd3(size, rng):
+    """An SD3 `MMDiT` and its inputs."""
+    from keras_hub.src.models.stable_diffusion_3.mmdit import MMDiT
+
+    hidden, side = size["hidden"], size["side"]
+    model = MMDiT(
+        patch_size=2,
+        hidden_dim=hidden,
+        num_layers=size["layers"],
+        num_heads=size["heads"],
+        position_size=side // 2,
+        latent_shape=(side, side, 16),
+        context_shape=(size["text"], hidden),
+        pooled_projection_shape=(hidden,),
+    )
+    inputs = {
+        "latent": rng.normal(size=(1, side, side, 16)).astype("float32"),
+        "context": rng.normal(size=(1, size["text"], hidden)).astype("float32"),
+        "pooled_projection": rng.normal(size=(1, hidden)).astype("float32"),
+        "timestep": np.array([[731.1]], "float32"),
+    }
+    return model, inputs
+
+
+BUILDERS = {"flux": _flux, "sd3": _sd3}
+
+
+def models(name, smoke):
+    """keras-hub's model, the same weights with `use_exact`, and the inputs."""
+    size = SIZES[name][1 if smoke else 0]
+    hub, inputs = BUILDERS[name](size, np.random.default_rng(0))
+    exact, _ = BUILDERS[name](size, np.random.default_rng(0))
+    exact.set_weights(hub.get_weights())
+    swapped = compat.use_exact(exact)
+    assert swapped > 0, swapped
+    return hub, exact, inputs, size
+
+
+def _eager(model):
+    if BACKEND == "torch":
+        import torch
+
+        def call(x):
+            with torch.no_grad():
+                return model(x, training=False)
+
+        return call
+    return lambda x: model(x, training=False)
+
+
+def _compiled(model, torch_compile):
+    """The forward compiled as a user would: `tf.function`, `jax.jit` of the
+    stateless call, `torch.compile` (or `None` where it is not asked)."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(lambda x: model(x, training=False), autograph=False)
+    if BACKEND == "jax":
+        import jax
+
+        state = (
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+        )
+
+        @jax.jit
+        def step(trainable, non_trainable, x):
+            return model.stateless_call(trainable, non_trainable, x, training=False)[0]
+
+        return lambda x: step(*state, x)
+    if not torch_compile:
+        return None
+    import torch
+
+    compiled = torch.compile(model)
+
+    def call(x):
+        with torch.no_grad():
+            return compiled(x, training=False)
+
+    return call
+
+
+def _modes(torch_compile):
+    compiled = {"tensorflow": "tf.function", "jax": "jax.jit", "torch": "torch.compile"}
+    modes = ["eager"]
+    if BACKEND != "torch" or torch_compile:
+        modes.append(compiled[BACKEND])
+    return modes
+
+
+def _runners(hub_call, exact_call, x):
+    return {HUB: lambda: hub_call(x), EXACT: lambda: exact_call(x)}
+
+
+def measure(name, reps, smoke, torch_compile):
+    """`{mode: {keras_hub: summary, use_exact: summary, overhead}}` of one model."""
+    hub, exact, inputs, size = models(name, smoke)
+    x = {k: keras.ops.convert_to_tensor(v) for k, v in inputs.items()}
+    out = {"size": size}
+    for mode in _modes(torch_compile):
+        make = _eager if mode == "eager" else (lambda m: _compiled(m, torch_compile))
+        times = _common.interleaved_times(_runners(make(hub), make(exact), x), reps)
+        hub_times = _common.time_summary(times[HUB])
+        exact_times = _common.time_summary(times[EXACT], times[HUB])
+        out[mode] = {
+            HUB: hub_times,
+            EXACT: exact_times,
+            "overhead_ms": exact_times["median_ms"] - hub_times["median_ms"],
+            "overhead": exact_times["ratio"] - 1.0,
+        }
+    return out
+
+
+def _rows(backend, section):
+    rows = []
+    for name in SIZES:
+        for mode, entry in section["models"][name].items():
+            if mode == "size":
+                continue
+            rows.append(
+                [
+                    backend,
+                    name,
+                    mode,
+                    f"{entry[HUB]['median_ms']:.2f}",
+                    f"{entry[EXACT]['median_ms']:.2f}",
+                    f"{entry[EXACT]['ratio']:.4f}x",
+                    f"{entry['overhead']:+.2%}",
+                ]
+            )
+    return rows
+
+
+HEADER = [
+    "backend",
+    "model",
+    "mode",
+    "keras-hub ms",
+    "use_exact ms",
+    "ratio",
+    "per step",
+]
+
+
+def run(reps, smoke, torch_compile):
+    section = {
+        "run": _common.run_info(BACKEND),
+        "reps": reps,
+        "goal": GOAL,
+        "models": {name: measure(name, reps, smoke, torch_compile) for name in SIZES},
+    }
+    print(_common.machine_line(section["run"]))
+    print(f"\n### One forward (a denoising step), batch 1, medians of {reps}\n")
+    print(_common.markdown_table(HEADER, _rows(BACKEND, section)))
+    return section
+
+
+def merged_markdown(sections):
+    rows = [row for backend, s in sections.items() for row in _rows(backend, s)]
+    return _common.markdown_table(HEADER, rows)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _common.argument_parser(__doc__, NAME)
+    parser.add_argument("--reps", type=int, default=11)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny models (hidden 32, 64), 3 reps",
+    )
+    parser.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="also time torch.compile on torch (minutes of compiling)",
+    )
+    args = parser.parse_args(argv)
+    sections = _common.run_requested_backends(
+        NAME, argv, args, BACKEND, merged_markdown
+    )
+    if sections is not None:
+        return sections
+    reps = 3 if args.smoke else args.reps
+    section = run(reps, args.smoke, args.torch_compile)
+    return _common.write_section(NAME, BACKEND, section, args)
+
+
+if __name__ == "__main__":
+    main()
