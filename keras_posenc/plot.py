@@ -605,21 +605,16 @@ def save(
     return written
 
 
-def save_png(
-    figure: Figure,
-    path: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    dpi: int = 110,
-) -> str:
+def save_png(figure: Figure, path: str | os.PathLike[str], **options: Any) -> str:
     """Writes `figure` to `path`, which must end in `.png`; see `save`.
 
     For pictures of the encoding of Vaswani et al. (2017), section 3.5,
     https://arxiv.org/abs/1706.03762.
 
     Args:
-        figure, overwrite, dpi: as in `save`.
+        figure: a matplotlib `Figure`.
         path: str or os.PathLike. The file to write, ending in `.png`.
+        **options: `overwrite` and `dpi`, as in `save`.
 
     Returns:
         The absolute path written.
@@ -637,7 +632,7 @@ def save_png(
     path = _files.check_path(path)
     if file_format(path) != "png":
         raise _arguments.invalid("path", "a file name ending in .png", path)
-    return save(figure, path, overwrite=overwrite, dpi=dpi)
+    return save(figure, path, **options)
 
 
 __all__ = [

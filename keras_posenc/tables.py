@@ -161,14 +161,7 @@ def sinusoidal_table(
 @_backend.not_autograph
 @_backend.on_keras_device
 def positional_encoding(
-    batch_size: Any,
-    length: Any,
-    depth: int,
-    *,
-    max_wavelength: float = 10000.0,
-    start_index: Any = 0,
-    layout: str = "interleaved",
-    dtype: str = "float32",
+    batch_size: Any, length: Any, depth: int, **options: Any
 ) -> Any:
     """The batch-tiled encoding ``[batch_size, length, depth]``.
 
@@ -182,8 +175,10 @@ def positional_encoding(
     Args:
         batch_size: int (or an int scalar tensor, static under `jax.jit`),
             in `[1, 2**31)`.
-        length, depth, max_wavelength, start_index, layout, dtype: as in
-            `sinusoidal_table`.
+        length, depth: as in `sinusoidal_table`.
+        **options: `sinusoidal_table`'s keyword arguments (`max_wavelength`,
+            `start_index`, `layout`, `dtype` and the published conventions),
+            with its defaults.
 
     Returns:
         A backend tensor of shape `[batch_size, length, depth]`, every batch
@@ -196,14 +191,7 @@ def positional_encoding(
     (2, 3, 4)
     """
     batch_size, checks = _positions.size("batch_size", batch_size, low=1)
-    table = sinusoidal_table(
-        length,
-        depth,
-        max_wavelength=max_wavelength,
-        start_index=start_index,
-        layout=layout,
-        dtype=dtype,
-    )
+    table = sinusoidal_table(length, depth, **options)
     rows = ops.arange(ops.shape(table)[0], dtype="int32")
     tiled = ops.tile(rows[None, :], (batch_size, 1))
     return _backend.guard(ops.take(table, tiled, axis=0), checks)

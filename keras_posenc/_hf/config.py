@@ -332,11 +332,4 @@ def layer_arguments(config, seq_len=None, layer_type=None, overrides=None):
     (the caller's other arguments), which may not repeat one read from
     `config`."""
     arguments = rotary_arguments(config, seq_len, layer_type)
-    for key in READ:
-        if key in (overrides or {}):
-            expected = (
-                f"no `{key}` argument to from_hf_config: it is read from `config` "
-                f"(here {shortened(arguments[key])!r})"
-            )
-            raise _arguments.invalid(key, expected, shortened(overrides[key]))
-    return {**arguments, **(overrides or {})}
+    return _hf_json.with_overrides(arguments, overrides, READ)

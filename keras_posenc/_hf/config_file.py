@@ -70,6 +70,20 @@ def check_plain(config, echo):
         stack.extend((v, depth + 1) for v in value if isinstance(v, _NESTED))
 
 
+def with_overrides(arguments, overrides, read):
+    """`arguments` read from a config, then the caller's `overrides`, which
+    may not repeat one of the keys in `read` (a `ValueError` naming it)."""
+    overrides = overrides or {}
+    for key in read:
+        if key in overrides:
+            expected = (
+                f"no `{key}` argument to from_hf_config: it is read from `config` "
+                f"(here {shortened(arguments[key])!r})"
+            )
+            raise _arguments.invalid(key, expected, shortened(overrides[key]))
+    return {**arguments, **overrides}
+
+
 def load(config):
     """The config dict: `config` itself, or the JSON object at its path."""
     if isinstance(config, dict):

@@ -198,11 +198,4 @@ def part_arguments(config, part, overrides=None):
         "max_wavelength": _theta(part_type, raw, defaults["rope_theta"]),
         **RULES[read["rule"]],
     }
-    for key in READ_ARGUMENTS:
-        if key in (overrides or {}):
-            expected = (
-                f"no `{key}` argument to from_hf_config: it is read from `config` "
-                f"(here {shortened(arguments[key])!r})"
-            )
-            raise _arguments.invalid(key, expected, shortened(overrides[key]))
-    return {**arguments, **(overrides or {})}
+    return _hf_json.with_overrides(arguments, overrides, READ_ARGUMENTS)
