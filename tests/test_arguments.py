@@ -40,6 +40,7 @@ def test_table_byte_limit_is_set_by_the_environment(monkeypatch):
     with pytest.raises(ValueError, match=TABLE_MESSAGE):
         SinusoidalPositionEncoding(mode="lookup", max_length=65, depth=8)
     monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(66 * 8 * 4))
+    del layer  # its table counts while it lives
     layer = SinusoidalPositionEncoding(
         mode="lookup", max_length=65, depth=8, merge=None
     )
@@ -57,3 +58,27 @@ def test_bad_table_byte_limit_setting_is_a_clear_error(monkeypatch, setting):
         ValueError, match=rf"KERAS_POSENC_MAX_TABLE_BYTES must be.*='{setting}'"
     ):
         SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+
+
+def test_the_table_limit_is_on_the_tables_of_all_living_layers(monkeypatch):
+    # Several lookup layers each under the limit (a `.keras` file of them)
+    # are bounded in all: a table that would take the living layers' tables
+    # past the limit is refused, and one that goes frees its bytes.
+    import gc
+
+    from keras_posenc import GridPositionEncoding, RotaryEmbedding
+
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(5000))
+    first = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    first(np.zeros((1, 4, 8), "float32"))  # 64 rows of 8 floats: 2048 bytes
+    grid = GridPositionEncoding(mode="lookup", max_grid_shape=(32, 32))
+    grid(np.zeros((1, 4, 4, 16), "float32"))  # 2 x 32 rows of 8: 2048 bytes
+    held = "the lookup tables of living layers hold 4096 bytes"
+    with pytest.raises(ValueError, match=TABLE_MESSAGE + ".*" + held):
+        SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    with pytest.raises(ValueError, match="`max_length`.*" + held):
+        RotaryEmbedding(mode="lookup", max_length=16, rotary_dim=8)
+    del first
+    gc.collect()
+    second = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    assert tuple(second(np.zeros((1, 4, 8), "float32")).shape) == (1, 4, 8)

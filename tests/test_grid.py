@@ -296,6 +296,25 @@ def test_a_lookup_table_is_built_not_read_from_kept_rows():
     assert keras_posenc.cache_info().entries == 0
 
 
+def test_the_table_limit_is_on_all_axis_tables_together(monkeypatch):
+    # (64, 64) at 16 features: two axis tables of 64 rows of 8 floats, 2048
+    # bytes each; a limit of 3000 holds either, not both (a 3-D layer kept
+    # three tables of the limit each).
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", "3000")
+    layer = GridPositionEncoding(mode="lookup", max_grid_shape=(64, 64))
+    message = (
+        "Received an invalid value for `max_grid_shape`, expected a table of at "
+        "most 3000 bytes (set KERAS_POSENC_MAX_TABLE_BYTES to allow more); this "
+        "one needs 4096 bytes (axis tables of widths (8, 8)). "
+        "Received: max_grid_shape=(64, 64)"
+    )
+    with pytest.raises(ValueError, match=exact(message)):
+        layer(_x((1, 4, 4, 16)))
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", "4096")
+    layer = GridPositionEncoding(mode="lookup", max_grid_shape=(64, 64))
+    assert tuple(layer(_x((1, 4, 4, 16))).shape) == (1, 4, 4, 16)
+
+
 def test_lookup_crops_the_same_bits_as_compute():
     # SD3's layer: the max table built once, centre-cropped per call; each
     # call's rows are the bits the compute mode gives.

@@ -158,10 +158,15 @@ class GridRows:
         self._engines = {}
         maximum = axes.options.max_grid_shape
         if axes.options.mode == "lookup":
-            for axis, width in self.blocks:
-                _arguments.check_table_bytes(maximum[axis], width, "max_grid_shape")
+            # The limit is on what the layer keeps: its axis tables together.
+            needed = sum(4 * maximum[axis] * width for axis, width in self.blocks)
+            widths = tuple(width for _, width in self.blocks)
+            _arguments.check_lookup_bytes(
+                needed, "max_grid_shape", maximum, f"(axis tables of widths {widths})"
+            )
             with _backend.eager_scope():
                 self.tables = _backend.host_work(self._tables)()
+            _arguments.hold_table(self, needed)
         elif maximum is not None or axes.options.base_size is None:
             # Engines that serve every grid size, made now (outside a trace).
             for axis, width in self.blocks:
