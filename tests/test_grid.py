@@ -373,17 +373,24 @@ def test_the_table_limit_is_on_all_axis_tables_together(monkeypatch):
     # (64, 64) at 16 features: two axis tables of 64 rows of 8 floats, 2048
     # bytes each; a limit of 3000 holds either, not both (a 3-D layer kept
     # three tables of the limit each).
-    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", "3000")
+    import gc
+
+    from keras_posenc._checks.arguments import held_table_bytes
+
+    gc.collect()
+    held = held_table_bytes()  # tables of other tests' layers still alive
+    living = f"; the lookup tables of living layers hold {held} bytes" if held else ""
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", str(held + 3000))
     layer = GridPositionEncoding(mode="lookup", max_grid_shape=(64, 64))
     message = (
         "Received an invalid value for `max_grid_shape`, expected a table of at "
-        "most 3000 bytes (set KERAS_POSENC_MAX_TABLE_BYTES to allow more); this "
-        "one needs 4096 bytes (axis tables of widths (8, 8)). "
+        f"most {held + 3000} bytes (set KERAS_POSENC_MAX_TABLE_BYTES to allow "
+        f"more); this one needs 4096 bytes (axis tables of widths (8, 8)){living}. "
         "Received: max_grid_shape=(64, 64)"
     )
     with pytest.raises(ValueError, match=exact(message)):
         layer(_x((1, 4, 4, 16)))
-    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", "4096")
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", str(held + 4096))
     layer = GridPositionEncoding(mode="lookup", max_grid_shape=(64, 64))
     assert tuple(layer(_x((1, 4, 4, 16))).shape) == (1, 4, 4, 16)
 

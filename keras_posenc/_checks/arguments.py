@@ -179,6 +179,11 @@ def hold_table(owner, nbytes):
     weakref.finalize(owner, _HELD_TABLES.pop, key, None)
 
 
+def held_table_bytes():
+    """The bytes of the lookup tables that living layers hold now."""
+    return sum(_HELD_TABLES.values())
+
+
 def check_lookup_bytes(needed, name, value, detail):
     """Refuses lookup tables of `needed` bytes that would take the tables of
     living layers past `max_table_bytes()` (before any allocation).
@@ -189,12 +194,12 @@ def check_lookup_bytes(needed, name, value, detail):
         detail: what they are, for the message (``"at depth 64"``).
     """
     limit = max_table_bytes()
-    held = sum(_HELD_TABLES.values())
+    held = held_table_bytes()
     if needed > limit - held and held:
         import gc
 
         gc.collect()  # layers in reference cycles: gone, not yet collected
-        held = sum(_HELD_TABLES.values())
+        held = held_table_bytes()
     if needed > limit - held:
         living = f"; the lookup tables of living layers hold {held} bytes"
         raise invalid(
