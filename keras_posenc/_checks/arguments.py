@@ -195,10 +195,12 @@ def check_lookup_bytes(needed, name, value, detail):
     """
     limit = max_table_bytes()
     held = held_table_bytes()
-    if needed > limit - held and held:
+    if held and limit - held < needed <= limit:
         import gc
 
-        gc.collect()  # layers in reference cycles: gone, not yet collected
+        # Layers in reference cycles: gone, not yet collected (only when
+        # they decide: a collection can take a second in a large process).
+        gc.collect()
         held = held_table_bytes()
     if needed > limit - held:
         living = f"; the lookup tables of living layers hold {held} bytes"
