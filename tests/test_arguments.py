@@ -31,15 +31,25 @@ def test_huge_depth_is_refused_at_once(build):
     assert time.perf_counter() - start < FAST
 
 
+def _held():
+    """Bytes of lookup tables alive now, after collecting what is gone."""
+    import gc
+
+    gc.collect()
+    return _arguments.held_table_bytes()
+
+
 def test_table_byte_limit_is_set_by_the_environment(monkeypatch):
     # KERAS_POSENC_MAX_TABLE_BYTES moves the limit: (max_length + 1) rows of
     # `depth` float32 values (the extra row is the NaN row).
-    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(65 * 8 * 4))
+    held = _held()  # tables of other tests' layers still alive
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(held + 65 * 8 * 4))
     layer = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
     assert layer.max_length == 64
     with pytest.raises(ValueError, match=TABLE_MESSAGE):
         SinusoidalPositionEncoding(mode="lookup", max_length=65, depth=8)
-    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(66 * 8 * 4))
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(held + 66 * 8 * 4))
+    del layer  # its table counts while it lives
     layer = SinusoidalPositionEncoding(
         mode="lookup", max_length=65, depth=8, merge=None
     )
@@ -57,3 +67,28 @@ def test_bad_table_byte_limit_setting_is_a_clear_error(monkeypatch, setting):
         ValueError, match=rf"KERAS_POSENC_MAX_TABLE_BYTES must be.*='{setting}'"
     ):
         SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+
+
+def test_the_table_limit_is_on_the_tables_of_all_living_layers(monkeypatch):
+    # Several lookup layers each under the limit (a `.keras` file of them)
+    # are bounded in all: a table that would take the living layers' tables
+    # past the limit is refused, and one that goes frees its bytes.
+    import gc
+
+    from keras_posenc import GridPositionEncoding, RotaryEmbedding
+
+    before = _held()  # tables of other tests' layers still alive
+    monkeypatch.setenv(_arguments.TABLE_BYTES_VARIABLE, str(before + 5000))
+    first = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    first(np.zeros((1, 4, 8), "float32"))  # 64 rows of 8 floats: 2048 bytes
+    grid = GridPositionEncoding(mode="lookup", max_grid_shape=(32, 32))
+    grid(np.zeros((1, 4, 4, 16), "float32"))  # 2 x 32 rows of 8: 2048 bytes
+    held = f"the lookup tables of living layers hold {before + 4096} bytes"
+    with pytest.raises(ValueError, match=TABLE_MESSAGE + ".*" + held):
+        SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    with pytest.raises(ValueError, match="`max_length`.*" + held):
+        RotaryEmbedding(mode="lookup", max_length=16, rotary_dim=8)
+    del first
+    gc.collect()
+    second = SinusoidalPositionEncoding(mode="lookup", max_length=64, depth=8)
+    assert tuple(second(np.zeros((1, 4, 8), "float32")).shape) == (1, 4, 8)

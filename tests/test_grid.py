@@ -270,6 +270,79 @@ def test_a_layer_keeps_its_axis_rows_between_eager_calls(kwargs):
     assert keras_posenc.cache_info().entries == 0
 
 
+def _engines_made(monkeypatch):
+    """Weak references to every axis engine made from now on."""
+    import weakref
+
+    from keras_posenc._exact import grid_rows
+
+    made = []
+    make = grid_rows.axis_engine
+
+    def recorded(*args):
+        engine = make(*args)
+        made.append(weakref.ref(engine))
+        return engine
+
+    monkeypatch.setattr(grid_rows, "axis_engine", recorded)
+    return made
+
+
+def test_engines_of_each_grid_size_are_counted_and_freed_by_clear_cache(
+    monkeypatch,
+):
+    # base_size without max_grid_shape: an engine per grid size (the ratio
+    # base_size / size). They are in the one budget (cache_info reports
+    # them) and clear_cache frees them, also while the layer lives.
+    import gc
+
+    import keras_posenc
+
+    keras_posenc.clear_cache()
+    made = _engines_made(monkeypatch)
+    layer = GridPositionEncoding(base_size=16)
+    for height in (4, 5, 6):  # ratios 16/4 (both axes), 16/5, 16/6
+        layer(_x((1, height, 4, 16)))
+    info = keras_posenc.cache_info()
+    assert info.engines == 3
+    assert 0 < info.engine_nbytes <= info.nbytes <= info.budget
+    keras_posenc.clear_cache()
+    gc.collect()
+    assert made and [ref() for ref in made] == [None] * len(made)
+    info = keras_posenc.cache_info()
+    assert (info.engines, info.engine_nbytes, info.nbytes) == (0, 0, 0)
+    x = _x((1, 5, 4, 16))  # the layer builds what it needs again, same bits
+    table = to_numpy(grid_sincos_table((5, 4), 16, base_size=16))
+    np.testing.assert_array_equal(to_numpy(layer(x)), x + table.reshape(5, 4, 16))
+
+
+def test_engines_of_grid_sizes_stay_within_the_budget(monkeypatch):
+    # A budget for about one engine: the layer does not keep the others
+    # alive outside it (600 heights kept +414 MiB that cache_info did not
+    # report).
+    import gc
+
+    import keras_posenc
+    from keras_posenc import cache
+
+    keras_posenc.clear_cache()
+    made = _engines_made(monkeypatch)
+    layer = GridPositionEncoding(base_size=16)
+    layer(_x((1, 4, 4, 16)))
+    one = keras_posenc.cache_info().engine_nbytes
+    keras_posenc.set_cache_budget(one + one // 2)
+    try:
+        for height in (5, 6, 7, 8):
+            layer(_x((1, height, 4, 16)))
+        gc.collect()
+        alive = [ref() for ref in made if ref() is not None]
+        assert keras_posenc.cache_info().engines == 1
+        assert sum(engine.nbytes for engine in alive) <= one + one // 2
+    finally:
+        keras_posenc.set_cache_budget(cache.DEFAULT_BUDGET)
+        keras_posenc.clear_cache()
+
+
 @pytest.mark.skipif(BACKEND != "torch", reason="torch results can be edited")
 @pytest.mark.parametrize("kwargs", [{}, {"base_size": 16, "positions": "float32"}])
 def test_editing_a_result_never_changes_the_next_one(kwargs):
@@ -294,6 +367,32 @@ def test_a_lookup_table_is_built_not_read_from_kept_rows():
     layer = GridPositionEncoding(mode="lookup", max_grid_shape=(40, 40))
     layer(_x((1, 40, 40, 16)))
     assert keras_posenc.cache_info().entries == 0
+
+
+def test_the_table_limit_is_on_all_axis_tables_together(monkeypatch):
+    # (64, 64) at 16 features: two axis tables of 64 rows of 8 floats, 2048
+    # bytes each; a limit of 3000 holds either, not both (a 3-D layer kept
+    # three tables of the limit each).
+    import gc
+
+    from keras_posenc._checks.arguments import held_table_bytes
+
+    gc.collect()
+    held = held_table_bytes()  # tables of other tests' layers still alive
+    living = f"; the lookup tables of living layers hold {held} bytes" if held else ""
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", str(held + 3000))
+    layer = GridPositionEncoding(mode="lookup", max_grid_shape=(64, 64))
+    message = (
+        "Received an invalid value for `max_grid_shape`, expected a table of at "
+        f"most {held + 3000} bytes (set KERAS_POSENC_MAX_TABLE_BYTES to allow "
+        f"more); this one needs 4096 bytes (axis tables of widths (8, 8)){living}. "
+        "Received: max_grid_shape=(64, 64)"
+    )
+    with pytest.raises(ValueError, match=exact(message)):
+        layer(_x((1, 4, 4, 16)))
+    monkeypatch.setenv("KERAS_POSENC_MAX_TABLE_BYTES", str(held + 4096))
+    layer = GridPositionEncoding(mode="lookup", max_grid_shape=(64, 64))
+    assert tuple(layer(_x((1, 4, 4, 16))).shape) == (1, 4, 4, 16)
 
 
 def test_lookup_crops_the_same_bits_as_compute():

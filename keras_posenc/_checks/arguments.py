@@ -171,13 +171,56 @@ def max_table_bytes():
 
 
 def check_table_bytes(max_length, width, name="max_length"):
-    """Refuses a lookup table larger than `max_table_bytes()`."""
-    limit = max_table_bytes()
+    """Refuses a lookup table of `max_length` rows of `width` floats past the
+    limit (`check_lookup_bytes`)."""
     needed = (max_length + 1) * width * 4
-    if needed > limit:
+    check_lookup_bytes(needed, name, max_length, f"at depth {width}")
+
+
+# The bytes of the lookup tables that living layers hold (owner id ->
+# bytes): `max_table_bytes()` bounds them all together, so a `.keras` file
+# of several lookup layers, each under it, is bounded in all as well.
+_HELD_TABLES: dict = {}
+
+
+def hold_table(owner, nbytes):
+    """Counts `nbytes` of lookup tables against the limit while `owner` lives."""
+    import weakref
+
+    key = id(owner)
+    _HELD_TABLES[key] = _HELD_TABLES.get(key, 0) + nbytes
+    weakref.finalize(owner, _HELD_TABLES.pop, key, None)
+
+
+def held_table_bytes():
+    """The bytes of the lookup tables that living layers hold now."""
+    return sum(_HELD_TABLES.values())
+
+
+def check_lookup_bytes(needed, name, value, detail):
+    """Refuses lookup tables of `needed` bytes that would take the tables of
+    living layers past `max_table_bytes()` (before any allocation).
+
+    Args:
+        needed: int. The bytes the new tables need.
+        name, value: the argument that sized them, for the message.
+        detail: what they are, for the message (``"at depth 64"``).
+    """
+    limit = max_table_bytes()
+    held = held_table_bytes()
+    if held and limit - held < needed <= limit:
+        import gc
+
+        # Layers in reference cycles: gone, not yet collected (only when
+        # they decide: a collection can take a second in a large process).
+        gc.collect()
+        held = held_table_bytes()
+    if needed > limit - held:
+        living = f"; the lookup tables of living layers hold {held} bytes"
         raise invalid(
             name,
             f"a table of at most {limit} bytes (set {TABLE_BYTES_VARIABLE} to "
-            f"allow more); this one needs {needed} bytes at depth {width}",
-            max_length,
+            f"allow more); this one needs {needed} bytes {detail}"
+            + (living if held else ""),
+            value,
         )

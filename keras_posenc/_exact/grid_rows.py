@@ -19,6 +19,7 @@ base_size) / scale``, on the host) and takes the exact sinusoid of the
 rounded positions (`_exact.fractional`).
 """
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -156,12 +157,20 @@ class GridRows:
         # (axis, width, table size) -> engine: a plain dict, which
         # `torch.compile` reads as it is (a cache wrapper it would trace).
         self._engines = {}
+        # The engines whose kept rows count this object as a user (weakly:
+        # an engine of one grid size goes with the budget's entry).
+        self.served: Any = weakref.WeakSet()
         maximum = axes.options.max_grid_shape
         if axes.options.mode == "lookup":
-            for axis, width in self.blocks:
-                _arguments.check_table_bytes(maximum[axis], width, "max_grid_shape")
+            # The limit is on what the layer keeps: its axis tables together.
+            needed = sum(4 * maximum[axis] * width for axis, width in self.blocks)
+            widths = tuple(width for _, width in self.blocks)
+            _arguments.check_lookup_bytes(
+                needed, "max_grid_shape", maximum, f"(axis tables of widths {widths})"
+            )
             with _backend.eager_scope():
                 self.tables = _backend.host_work(self._tables)()
+            _arguments.hold_table(self, needed)
         elif maximum is not None or axes.options.base_size is None:
             # Engines that serve every grid size, made now (outside a trace).
             for axis, width in self.blocks:
@@ -209,6 +218,10 @@ class GridRows:
         options = self.axes.options
         # Only exact positions with a base size depend on the table's size.
         by_size = options.positions == "exact" and options.base_size is not None
+        if by_size and options.max_grid_shape is None:
+            # One per grid size the layer meets: held by the one budget
+            # only (counted there, freed by `clear_cache`), never by the layer.
+            return _backend.host_work(_engine_of)(self, axis, width, size)
         key = (axis, width, size if by_size else None)
         engine = self._engines.get(key)
         if engine is None:
@@ -286,11 +299,13 @@ class GridRows:
 
 def _engine_of(rows, axis, width, size):
     """`axis_engine` for a `GridRows`, counting it as a user of the rows the
-    engine keeps when it keeps them (host work: the store's lock and
-    finalizers stay out of `torch.compile`'s graphs)."""
+    engine keeps when it keeps them, once per engine (host work: the
+    store's lock and finalizers stay out of `torch.compile`'s graphs)."""
     engine = axis_engine(rows.axes, axis, width, size)
     if rows.keeps and isinstance(engine, _engine.Encoder):
-        engine.slot.add_user(rows)
+        if engine not in rows.served:
+            engine.slot.add_user(rows)
+            rows.served.add(engine)
     return engine
 
 

@@ -103,6 +103,7 @@ class LookupTable:
         with _backend.eager_scope():
             rows = encoder.rows(0, max_length)
             self.table = rows if columns is None else columns(rows)
+        _arguments.hold_table(self, _backend.nbytes(self.table))
 
     def message(self, position):
         return (
