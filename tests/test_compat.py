@@ -881,3 +881,49 @@ def test_use_exact_swaps_bloom_alibi_and_warns_for_falcon():
     falcon = _Holder(FalconTransformerDecoder(2, 8))
     with pytest.warns(UserWarning, match="ALiBi bias of keras-hub's Falcon"):
         assert compat.use_exact(falcon) == 0
+
+
+@keras3
+@pytest.mark.parametrize(
+    "kwargs, name, detail",
+    [
+        (
+            {"beta_slow": 1e308},
+            "beta_slow",
+            "original_max_position_embeddings / (beta_slow * 2 pi) is a finite "
+            "number > 0 in float64 (the YaRN ramp is its logarithm); it is 0.0",
+        ),
+        (
+            {"beta_fast": 5e-324},
+            "beta_fast",
+            "original_max_position_embeddings / (beta_fast * 2 pi) is a finite "
+            "number > 0 in float64 (the YaRN ramp is its logarithm); it is inf",
+        ),
+        (
+            {"original_max_position_embeddings": 10**400},
+            "original_max_position_embeddings",
+            "a positive integer below 1.798e+308 with rope_type='yarn'",
+        ),
+        ({"max_wavelength": 1.0}, "max_wavelength", "a base other than 1"),
+    ],
+    ids=["beta-slow-huge", "beta-fast-tiny", "length-past-float64", "base-1"],
+)
+def test_out_of_range_yarn_arguments_are_refused_at_construction(kwargs, name, detail):
+    # keras-hub's ramp takes logarithms of these: found at construction,
+    # not as a math domain error or OverflowError at the first call.
+    pattern = f"invalid value for `{name}`.*{re.escape(detail)}.*Received: {name}="
+    with pytest.raises(ValueError, match=pattern):
+        compat.RotaryEmbedding(rope_type="yarn", scaling_factor=4.0, **kwargs)
+
+
+@keras3
+@pytest.mark.parametrize("make", ["RotaryEmbedding", "LlamaRotaryEmbedding"])
+def test_a_feature_axis_outside_the_inputs_is_refused_by_name(make):
+    # An int64-sized axis gave IndexError ("cannot fit 'int' into an index").
+    layer = getattr(compat, make)(feature_axis=2**63)
+    pattern = (
+        r"invalid value for `feature_axis`, expected an axis of inputs of rank 4. "
+        r"Received: feature_axis=9223372036854775808"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        layer(np.ones((1, 3, 2, 8), "float32"))
