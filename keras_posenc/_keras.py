@@ -30,6 +30,12 @@ else:
     # Keras keeps a tensor's padding mask on the tensor; a cast would drop it.
     from keras.src.backend import get_keras_mask, set_keras_mask
 
+    from keras_posenc._files.registered import register_compat_names
+
+    # `.keras` files of compat layers and swapped keras-hub models load
+    # after `import keras_posenc` alone (compat is imported when one does).
+    register_compat_names(keras3)
+
 
 def output_shape(dims):
     """`compute_output_shape` returns a tuple in Keras 3, a TensorShape in tf-keras."""

@@ -43,10 +43,8 @@ from keras_posenc._keras import keras, output_shape
 
 
 def _finite_positive(name, value):
-    ok = isinstance(value, (int, float, np.floating, np.integer))
-    if not ok or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise _arguments.invalid(name, "a finite number > 0", value)
-    return float(value)
+    # An int past float64 too (10**400): refused by name, not OverflowError.
+    return _arguments.check_wavelength(value, name)
 
 
 def _given_frequencies(value, count):
@@ -61,6 +59,24 @@ def _given_frequencies(value, count):
             "inverse_frequencies", expected, _arguments.array_echo(array)
         )
     return tuple(float(w) for w in array)  # float32 values stay exact
+
+
+def _too_fast(options, largest, given, max_period):
+    """The refusal of frequencies over `MAX_TURNS`, naming what set them:
+    `scale` when the frequencies alone are within it, else the frequencies
+    (`inverse_frequencies`, or `max_period` that made them)."""
+    limit = _fractional.MAX_TURNS
+    rad = f"{2 * math.pi * limit:.0f} rad"
+    if float(largest) / options.scale <= limit:
+        expected = f"`scale` times each frequency at most {limit} turns ({rad})"
+        expected += " per unit"
+        return _arguments.invalid("scale", expected, options.scale)
+    expected = f"frequencies of at most {limit} turns ({rad}) per unit of timestep"
+    if given is not None:
+        echo = _arguments.array_echo(np.asarray(options.inverse_frequencies))
+        return _arguments.invalid("inverse_frequencies", expected, echo)
+    expected += " (below 1, max_period makes them grow with i)"
+    return _arguments.invalid("max_period", expected, max_period)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +121,7 @@ class TimestepOptions:
         options.check_growth()
         largest = max((abs(t) for t in options.turns()), default=0)
         if largest > _fractional.MAX_TURNS:
-            expected = (
-                f"`scale` times each frequency at most {_fractional.MAX_TURNS} turns "
-                f"({2 * math.pi * _fractional.MAX_TURNS:.0f} rad) per unit"
-            )
-            raise _arguments.invalid("scale", expected, options.scale)
+            raise _too_fast(options, largest, given, max_period)
         return options
 
     def check_growth(self):

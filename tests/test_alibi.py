@@ -486,3 +486,15 @@ def test_bad_lengths_are_refused_by_name():
         ValueError, match=re.escape("`dtype`, expected a floating dtype")
     ):
         alibi_bias(4, 2, dtype="int32")
+
+
+@pytest.mark.parametrize(
+    "slopes", [[10**400], [True, 0.5]], ids=["past-float64", "bool"]
+)
+def test_slopes_that_are_not_numbers_in_range_are_refused(slopes):
+    message = (
+        "Received an invalid value for `slopes`, expected a non-empty list of "
+        "numbers in [2**-64, 2**64], one per head. Received: slopes="
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        AlibiBias(slopes=slopes)

@@ -723,6 +723,74 @@ def test_pickled_after_use_exact_loads_exact_with_the_same_outputs():
     _assert_close(_outputs(loaded, x), _outputs(backbone, x))
 
 
+# A fresh interpreter that imports keras_posenc only, loads a `.keras` file,
+# and prints what it got: its class, what it imported, its largest error.
+_LOAD_AFTER_IMPORT = """
+import sys, numpy as np, keras, keras_posenc
+from keras import ops
+imported = ["keras_hub" in sys.modules, "keras_posenc.compat" in sys.modules]
+model = keras.saving.load_model(sys.argv[1])
+x = dict(np.load(sys.argv[2]))
+out = keras.tree.flatten(model(x if len(x) > 1 else x["x"]))[0]
+error = float(np.abs(ops.convert_to_numpy(out) - np.load(sys.argv[3])).max())
+print(f"{type(model).__module__}.{type(model).__name__}", *imported, error)
+"""
+
+
+def _load_fresh(tmp_path, model, x):
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    np.savez(tmp_path / "x.npz", **(x if isinstance(x, dict) else {"x": x}))
+    want = keras.tree.flatten(model(x))[0]
+    np.save(tmp_path / "want.npy", to_numpy(want))
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_AFTER_IMPORT, path]
+        + [str(tmp_path / "x.npz"), str(tmp_path / "want.npy")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    kind, hub_at_import, compat_at_import, error = done.stdout.split()[-4:]
+    # `import keras_posenc` imports neither: the file's load does.
+    assert (hub_at_import, compat_at_import) == ("False", "False")
+    return kind, float(error)
+
+
+@keras3
+def test_saved_after_use_exact_loads_in_a_fresh_process_after_import_keras_posenc(
+    tmp_path,
+):
+    # It failed there with "Could not locate class 'LlamaBackbone'" until
+    # keras_hub and keras_posenc.compat were imported by hand.
+    backbone, x = _backbone("llama3"), _inputs("llama3")
+    compat.use_exact(backbone)
+    kind, error = _load_fresh(tmp_path, backbone, x)
+    assert kind == "keras_posenc.compat._swap.LlamaBackbone"  # made exact again
+    assert error <= NOISE
+
+
+@keras3
+def test_a_compat_layer_file_loads_in_a_fresh_process_after_import_keras_posenc(
+    tmp_path,
+):
+    inputs = keras.Input((None, 2, 16))
+    model = keras.Model(inputs, compat.RotaryEmbedding(scaling_factor=2.0)(inputs))
+    _, error = _load_fresh(tmp_path, model, _x((1, 6, 2, 16)))
+    assert error == 0.0
+
+
+@keras3
+def test_import_stands_in_for_every_name_compat_registers():
+    from keras_posenc._files import registered
+
+    names = {
+        key.split(">", 1)[1]
+        for key in keras.saving.get_custom_objects()
+        if key.startswith("keras_posenc>KerasHub")
+    }
+    assert names == set(registered.COMPAT_NAMES)
+
+
 @keras3
 def test_pickled_after_use_exact_loads_in_a_fresh_process(tmp_path):
     # A fresh interpreter (as a spawned worker) imports what the pickle names.
@@ -881,3 +949,49 @@ def test_use_exact_swaps_bloom_alibi_and_warns_for_falcon():
     falcon = _Holder(FalconTransformerDecoder(2, 8))
     with pytest.warns(UserWarning, match="ALiBi bias of keras-hub's Falcon"):
         assert compat.use_exact(falcon) == 0
+
+
+@keras3
+@pytest.mark.parametrize(
+    "kwargs, name, detail",
+    [
+        (
+            {"beta_slow": 1e308},
+            "beta_slow",
+            "original_max_position_embeddings / (beta_slow * 2 pi) is a finite "
+            "number > 0 in float64 (the YaRN ramp is its logarithm); it is 0.0",
+        ),
+        (
+            {"beta_fast": 5e-324},
+            "beta_fast",
+            "original_max_position_embeddings / (beta_fast * 2 pi) is a finite "
+            "number > 0 in float64 (the YaRN ramp is its logarithm); it is inf",
+        ),
+        (
+            {"original_max_position_embeddings": 10**400},
+            "original_max_position_embeddings",
+            "a positive integer below 1.798e+308 with rope_type='yarn'",
+        ),
+        ({"max_wavelength": 1.0}, "max_wavelength", "a base other than 1"),
+    ],
+    ids=["beta-slow-huge", "beta-fast-tiny", "length-past-float64", "base-1"],
+)
+def test_out_of_range_yarn_arguments_are_refused_at_construction(kwargs, name, detail):
+    # keras-hub's ramp takes logarithms of these: found at construction,
+    # not as a math domain error or OverflowError at the first call.
+    pattern = f"invalid value for `{name}`.*{re.escape(detail)}.*Received: {name}="
+    with pytest.raises(ValueError, match=pattern):
+        compat.RotaryEmbedding(rope_type="yarn", scaling_factor=4.0, **kwargs)
+
+
+@keras3
+@pytest.mark.parametrize("make", ["RotaryEmbedding", "LlamaRotaryEmbedding"])
+def test_a_feature_axis_outside_the_inputs_is_refused_by_name(make):
+    # An int64-sized axis gave IndexError ("cannot fit 'int' into an index").
+    layer = getattr(compat, make)(feature_axis=2**63)
+    pattern = (
+        r"invalid value for `feature_axis`, expected an axis of inputs of rank 4. "
+        r"Received: feature_axis=9223372036854775808"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        layer(np.ones((1, 3, 2, 8), "float32"))

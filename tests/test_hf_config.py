@@ -757,6 +757,42 @@ def _with(base, **keys):
 
 
 BAD = [
+    # Odd JSON types in a RoPE dict: a ValueError naming the key and value.
+    (
+        "rope-type-list",
+        _with(LLAMA, rope_scaling={"rope_type": ["yarn"], "factor": 2.0}),
+        {},
+        r"`rope_scaling`, expected 'rope_type' to be a string \(a rope_type name\). "
+        r"Received: rope_scaling=\{'rope_type': \['yarn'\]\}",
+    ),
+    (
+        "legacy-type-list",
+        _with(LLAMA, rope_scaling={"type": ["yarn"], "factor": 2.0}),
+        {},
+        r"`rope_scaling`, expected 'type' to be a string \(a rope_type name\). "
+        r"Received: rope_scaling=\{'type': \['yarn'\]\}",
+    ),
+    (
+        "rope-type-dict",
+        _with(LLAMA, rope_parameters={"rope_type": {"x": 1}}),
+        {},
+        r"`rope_parameters`, expected 'rope_type' to be a plain JSON value, not a "
+        r"dict \(a dict of dicts, every value one, is a RoPE per layer type\). "
+        r"Received: rope_parameters=\{'rope_type': \{'x': 1\}\}",
+    ),
+    (
+        "factor-dict",
+        _with(LLAMA, rope_parameters={**YARN, "factor": {"x": 1}}),
+        {},
+        r"`rope_parameters`, expected 'factor' to be a plain JSON value, not a dict",
+    ),
+    (
+        "hidden-size-past-float64",
+        _with(LLAMA, hidden_size=10**400),
+        {},
+        r"`hidden_size`, expected a head dimension of at most 65536 \(the widest "
+        r"rotary dimension\). Received: hidden_size=1000",
+    ),
     (
         "head-dim-str",
         _with(LLAMA, head_dim="64"),

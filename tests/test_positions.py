@@ -368,3 +368,29 @@ def test_start_index_is_parsed_once_and_raised_once(kind):
     start = START_INDEX_KINDS[kind]
     entries, up, returns = _start_index_path(lambda: layer.call(x, start_index=start))
     assert 1 <= entries <= 8 and up <= 2 and returns <= 3, (entries, up, returns)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda v: keras_posenc.timestep_embedding(v, 8), "timesteps"),
+        (lambda v: keras_posenc.TimestepEmbedding(8)(v), "timesteps"),
+        (lambda v: keras_posenc.rotary_cos_sin(v, 8), "positions"),
+        (lambda v: keras_posenc.sinusoidal_table(3, 8, start_index=v), "start_index"),
+        (
+            lambda v: keras_posenc.SinusoidalPositionEncoding()(
+                np.ones((2, 2, 8), "float32"), positions=v
+            ),
+            "positions",
+        ),
+    ],
+    ids=["timestep", "timestep-layer", "rotary", "table-start", "layer-positions"],
+)
+def test_ragged_lists_are_refused_by_name(call, name):
+    # numpy's own message ("inhomogeneous shape") names no argument.
+    message = (
+        f"Received an invalid value for `{name}`, expected a rectangular array "
+        f"(every row of one length), not ragged lists. Received: {name}=[[1, 2], [3]]"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call([[1, 2], [3]])

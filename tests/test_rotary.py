@@ -1199,3 +1199,13 @@ def test_lookup_mode_computes_multimodal_positions():
     positions = np.stack([np.arange(8), np.arange(8) // 2, np.arange(8) % 3])[:, None]
     got = to_numpy(lookup(x, positions=positions))
     assert got.tobytes() == to_numpy(compute(x, positions=positions)).tobytes()
+
+
+def test_bools_in_inverse_frequencies_are_refused():
+    # numpy reads [True, 0.1] as [1.0, 0.1]: a bool is not a frequency.
+    message = (
+        "Received an invalid value for `inverse_frequencies`, expected a 1-D array "
+        "of finite inverse frequencies >= 0. Received: inverse_frequencies=[True, 0.1]"
+    )
+    with pytest.raises(ValueError, match=exact(message)):
+        RotaryEmbedding(inverse_frequencies=[True, 0.1])

@@ -377,6 +377,41 @@ def test_bad_options_are_refused_by_name(kwargs, message):
         keras_posenc.TimestepEmbedding(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"max_period": 5e-324},
+            "`max_period`, expected frequencies of at most 4096 turns (25736 rad) "
+            "per unit of timestep (below 1, max_period makes them grow with i). "
+            "Received: max_period=5e-324",
+        ),
+        (
+            {"inverse_frequencies": [1e300, 1.0, 1.0, 1.0]},
+            "`inverse_frequencies`, expected frequencies of at most 4096 turns "
+            "(25736 rad) per unit of timestep. "
+            "Received: inverse_frequencies=[1e+300, 1.0, 1.0, 1.0]",
+        ),
+        (
+            {"inverse_frequencies": [True, 0.5, 0.25, 0.125]},
+            "`inverse_frequencies`, expected a 1-D array of dim // 2 = 4 finite "
+            "frequencies. Received: inverse_frequencies=[True, 0.5, 0.25, 0.125]",
+        ),
+        (
+            {"scale": 10**400},
+            f"`scale`, expected a finite number > 0. Received: scale={10**400}",
+        ),
+    ],
+    ids=["tiny-period", "huge-frequency", "bool-frequency", "scale-past-float64"],
+)
+def test_options_are_refused_naming_the_argument_given(kwargs, message):
+    # Frequencies too fast for the engine name what made them, not `scale`.
+    with pytest.raises(
+        ValueError, match=exact("Received an invalid value for " + message)
+    ):
+        keras_posenc.timestep_embedding(np.array([1.0]), 8, **kwargs)
+
+
 # Options the cache of checked options has seen, then the same values of
 # another type (equal and of equal hash): each must be checked as given,
 # whatever came before. A period no other test uses keeps the cache fresh.

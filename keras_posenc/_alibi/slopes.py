@@ -81,10 +81,11 @@ def check_slopes(values):
     expected = "a non-empty list of numbers in [2**-64, 2**64], one per head"
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # an int past float64 too
         raise _arguments.invalid("slopes", expected, values) from None
     if (
         isinstance(values, (str, bytes))
+        or _arguments.host_array(values).dtype == object  # bools: not slopes
         or array.ndim != 1
         or not 0 < array.size <= MAX_HEADS
         or np.any(~((array >= low) & (array <= high)))

@@ -120,6 +120,11 @@ def host_array(value):
 
     if ops.is_tensor(value):
         value = ops.convert_to_numpy(value)
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (bool, np.bool_)) for v in value):
+            # numpy reads [True, 0.1] as [1.0, 0.1]: kept as objects, which
+            # the caller refuses (a bool is not a number here).
+            return np.asarray(value, dtype=object)
     try:
         return np.asarray(value)
     except ValueError:  # ragged

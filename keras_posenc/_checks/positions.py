@@ -27,6 +27,7 @@ from keras_posenc._checks.arguments import (
     invalid,
     is_int,
 )
+from keras_posenc._checks.echo import shortened
 
 _END_MESSAGE = (
     "Received an invalid value for `start_index`: start_index + length must be <= 2**31"
@@ -117,6 +118,16 @@ def _is_int(value):
     return type(value) is int or is_int(value)
 
 
+def known(name, value):
+    """`_backend.static_value(value)`, refusing a ragged list by `name`
+    (numpy's own message names nothing)."""
+    try:
+        return _backend.static_value(value)
+    except ValueError:  # an inhomogeneous list or tuple
+        expected = "a rectangular array (every row of one length), not ragged lists"
+        raise invalid(name, expected, shortened(value)) from None
+
+
 def _echo(value, static):
     """The value to show in a message: numbers when known (`static`, its
     value already read), else the tensor's spec."""
@@ -161,7 +172,7 @@ def integers(name, value, *, low, ranks, expected=None, high=POSITION_LIMIT - 1)
     if value is None or isinstance(value, (bool, float, str)):
         raise invalid(name, kind, value)
     # One read of the value (a numpy int too); everything after is numpy.
-    static = _backend.static_value(value)
+    static = known(name, value)
     if static is not None:
         array = _known_integers(name, static, value, kind, ranks)
         bad = _first_outside(array, low, high)
@@ -328,7 +339,7 @@ def reals(name, value):
         raise invalid(name, "real numbers (int or float)", value)
     if ops.is_tensor(value) and _backend.dtype_name(value) in _FLOATS[:2]:
         value = ops.cast(value, "float32")  # exact; torch has no bf16 numpy
-    static = _backend.static_value(value)
+    static = known(name, value)
     if static is not None:
         array = np.asarray(static)
         if array.dtype.kind in "iuO" or isinstance(value, int):

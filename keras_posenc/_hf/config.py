@@ -26,6 +26,7 @@ from keras_posenc._checks.echo import shortened
 from keras_posenc._hf import config_file as _hf_json
 from keras_posenc._hf import splits as _hf_splits
 from keras_posenc._hf.architectures import TRANSFORMERS_VERSION, resolve
+from keras_posenc._rope.config import PARAMETER_KEYS
 
 _ORIG = "original_max_position_embeddings"
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
@@ -81,11 +82,20 @@ def _top_level(arch, config):
         )
     if values["head_dim"]:
         values["head_dim"] = _positive_int(names["head_dim"], values["head_dim"])
+        source = names["head_dim"]
     elif values["hidden_size"] and values["num_attention_heads"]:
         values["head_dim"] = values["hidden_size"] // values["num_attention_heads"]
+        source = names["hidden_size"]
     else:
         expected = "a 'head_dim', or 'hidden_size' and 'num_attention_heads' key"
         raise _arguments.invalid("config", expected, shortened(sorted(config)))
+    if values["head_dim"] > _arguments.MAX_DEPTH:
+        # Before any float of it (an int past float64 overflows there).
+        expected = (
+            f"a head dimension of at most {_arguments.MAX_DEPTH} (the widest "
+            "rotary dimension)"
+        )
+        raise _arguments.invalid(source, expected, shortened(config[source]))
     key = "partial_rotary_factor"
     if names[key] in config or values[key] is not None:
         values[key] = _fraction(names[key], values[key])
@@ -116,9 +126,19 @@ def _rope_dict(arch, config):
     return None, _hf_splits.copy_params(arch.rope_parameters or {})
 
 
-def _select_layer(model_type, params, config, layer_type):
+def _select_layer(model_type, name, params, config, layer_type):
     """The flat parameters of `layer_type`; whether they were nested."""
     nested = sorted(k for k, v in params.items() if isinstance(v, dict))
+    misplaced = sorted(PARAMETER_KEYS.intersection(nested))
+    if misplaced or len(nested) not in (0, len(params)):
+        # A dict of RoPE per layer type holds dicts only, under layer type
+        # names: this is one RoPE with a dict where a value belongs.
+        key = (misplaced or nested)[0]
+        expected = (
+            f"{key!r} to be a plain JSON value, not a dict (a dict of dicts, "
+            "every value one, is a RoPE per layer type)"
+        )
+        raise _arguments.invalid(name, expected, shortened({key: params[key]}))
     if nested:
         if layer_type not in nested:
             raise _arguments.invalid(
@@ -140,6 +160,10 @@ def _rope_type(model_type, arch, name, params):
     renames it)`` (transformers completes the lengths before renaming)."""
     given = params.pop("rope_type", None)
     legacy = params.pop("type", None)
+    for key, value in (("rope_type", given), ("type", legacy)):
+        if value is not None and not isinstance(value, str):
+            expected = f"{key!r} to be a string (a rope_type name)"
+            raise _arguments.invalid(name, expected, shortened({key: value}))
     # Qwen2-VL files hold {"type": "mrope", "rope_type": "default"}: the same
     # RoPE once the model renames "mrope".
     renamed = arch.renamed.get
@@ -300,7 +324,7 @@ def rotary_arguments(config, seq_len=None, layer_type=None):
         name, params = _rope_dict(arch, config)
         _hf_splits.check_per_layer(model_type, arch, name, params)
     default, name = name is None, name or "rope_parameters"
-    params, nested = _select_layer(model_type, params, config, layer_type)
+    params, nested = _select_layer(model_type, name, params, config, layer_type)
     given_type, rope_type = _rope_type(model_type, arch, name, params)
     _check_keys(model_type, arch, name, params)
     if arch.section is not None:

@@ -166,6 +166,8 @@ _KINDS = {
 }
 # The value of an absent key (None for the others: transformers' default).
 _ABSENT = {"truncate": True}
+# Every key a RoPE parameters dict may hold (never a layer type's name).
+PARAMETER_KEYS = frozenset({"rope_type", "type", "rope_theta", *_KINDS})
 
 
 # -- parsing `rope_scaling` ----------------------------------------------------------

@@ -62,11 +62,12 @@ def fixed(owner, config, defaults):
     return config
 
 
-def sequence_axis(inputs, axis):
+def sequence_axis(inputs, axis, name="sequence_axis"):
+    """`axis` of `inputs` as a non-negative index, or a ValueError naming it."""
     rank = len(inputs.shape)
     if not -rank <= axis < rank:
         expected = f"an axis of inputs of rank {rank}"
-        raise _arguments.invalid("sequence_axis", expected, axis)
+        raise _arguments.invalid(name, expected, axis)
     return axis % rank
 
 

@@ -12,6 +12,7 @@ from keras import backend, ops
 
 from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
+from keras_posenc._checks import positions as _positions
 
 FRACTIONAL = "integral positions (a fractional position is never rounded)"
 
@@ -38,7 +39,7 @@ def integral(name, value):
     """
     if value is None or isinstance(value, (bool, str)):
         raise _arguments.invalid(name, "integral positions", value)
-    known = _backend.static_value(value)
+    known = _positions.known(name, value)
     if known is not None:
         known = np.asarray(known)
         if known.dtype == object or not np.issubdtype(known.dtype, np.floating):

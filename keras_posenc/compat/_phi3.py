@@ -115,7 +115,7 @@ class Phi3SuScaledRotaryEmbedding(Rotary):
 
     @_backend.on_keras_device
     def call(self, inputs, start_index=0, positions=None):
-        dim = inputs.shape[self.feature_axis]
+        dim = inputs.shape[sequence_axis(inputs, self.feature_axis, "feature_axis")]
         seq = sequence_axis(inputs, self.sequence_axis)
         if dim == 0:
             return inputs  # a rotation of nothing, as `Rotary.call`

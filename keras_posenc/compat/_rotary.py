@@ -1,6 +1,7 @@
 """keras-hub's `RotaryEmbedding`, computed exactly."""
 
 import math
+import sys
 
 import keras
 
@@ -40,7 +41,7 @@ class Rotary(HubLayer):
         )
 
     def call(self, inputs, start_index=0, positions=None):
-        width = inputs.shape[self.feature_axis]
+        width = inputs.shape[sequence_axis(inputs, self.feature_axis, "feature_axis")]
         seq = sequence_axis(inputs, self.sequence_axis)
         if width == 0:
             # keras-hub's GPT-NeoX rotates `int(head_size * rotary_percentage)`
@@ -48,6 +49,41 @@ class Rotary(HubLayer):
             return inputs
         exact = self._exact_layers(width)
         return exact_call(exact, inputs, start_index, positions, seq)
+
+
+def _turns(options, key):
+    """keras-hub's `original_max_position_embeddings / (key * 2 pi)`, whose
+    logarithm places an end of the YaRN ramp: a finite number > 0, else a
+    ValueError naming what made it otherwise (checked at construction)."""
+    orig, rotations = options["original_max_position_embeddings"], options[key]
+    try:
+        turns = orig / (rotations * 2 * math.pi)
+    except OverflowError:  # an int past float64
+        raise _arguments.invalid(
+            "original_max_position_embeddings",
+            f"a positive integer below {sys.float_info.max:.4g} with rope_type='yarn'",
+            orig,
+        ) from None
+    if not 0 < turns < math.inf:
+        expected = (
+            f"a value for which original_max_position_embeddings / ({key} * 2 pi) "
+            f"is a finite number > 0 in float64 (the YaRN ramp is its logarithm); "
+            f"it is {turns}"
+        )
+        raise _arguments.invalid(key, expected, rotations)
+    return turns
+
+
+def _check_yarn(options):
+    """What YaRN's ramp needs whatever the rotary dimension (known at the
+    first call): a base other than 1, ends whose logarithms exist."""
+    if options["rope_type"] != "yarn":
+        return
+    if options["max_wavelength"] == 1:
+        expected = "a base other than 1 with rope_type='yarn'"
+        raise _arguments.invalid("max_wavelength", expected, options["max_wavelength"])
+    for key in ("beta_fast", "beta_slow"):
+        _turns(options, key)
 
 
 def _check_yarn_only(options):
@@ -156,6 +192,7 @@ class RotaryEmbedding(Rotary):
             "denominator_dim": denominator_dim,
         }
         _check_yarn_only(options)
+        _check_yarn(options)
         super().__init__(options, **kwargs)
 
     def rotary_options(self, dim):
@@ -177,15 +214,12 @@ class RotaryEmbedding(Rotary):
     def _yarn(self, dim):
         """Hugging Face's YaRN, once keras-hub's ramp is known to be the same."""
         base, orig = self.max_wavelength, self.original_max_position_embeddings
+        options = {name: getattr(self, name) for name in self._option_names}
 
-        def correction(rotations):
-            turns = orig / (rotations * 2 * math.pi)
-            return dim * math.log(turns) / (2 * math.log(base))
+        def correction(key):
+            return dim * math.log(_turns(options, key)) / (2 * math.log(base))
 
-        if base == 1:
-            expected = "a base other than 1 with rope_type='yarn'"
-            raise _arguments.invalid("max_wavelength", expected, base)
-        low, high = correction(self.beta_fast), correction(self.beta_slow)
+        low, high = correction("beta_fast"), correction("beta_slow")
         if self.truncate:
             low, high = math.floor(low), math.ceil(high)
         width = min(high, dim - 1) - max(low, 0)
