@@ -61,10 +61,11 @@ def _given_frequencies(value, count):
     return tuple(float(w) for w in array)  # float32 values stay exact
 
 
-def _too_fast(options, largest, given, max_period):
+def _too_fast(options, largest):
     """The refusal of frequencies over `MAX_TURNS`, naming what set them:
-    `scale` when the frequencies alone are within it, else the frequencies
-    (`inverse_frequencies`, or `max_period` that made them)."""
+    `scale` when the frequencies alone are within it, else the given
+    `inverse_frequencies` (a `max_period` below 1 that makes them grow is
+    refused before, by `TimestepOptions.check_growth`)."""
     limit = _fractional.MAX_TURNS
     rad = f"{2 * math.pi * limit:.0f} rad"
     if float(largest) / options.scale <= limit:
@@ -72,11 +73,8 @@ def _too_fast(options, largest, given, max_period):
         expected += " per unit"
         return _arguments.invalid("scale", expected, options.scale)
     expected = f"frequencies of at most {limit} turns ({rad}) per unit of timestep"
-    if given is not None:
-        echo = _arguments.array_echo(np.asarray(options.inverse_frequencies))
-        return _arguments.invalid("inverse_frequencies", expected, echo)
-    expected += " (below 1, max_period makes them grow with i)"
-    return _arguments.invalid("max_period", expected, max_period)
+    echo = _arguments.array_echo(np.asarray(options.inverse_frequencies))
+    return _arguments.invalid("inverse_frequencies", expected, echo)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +119,7 @@ class TimestepOptions:
         options.check_growth()
         largest = max((abs(t) for t in options.turns()), default=0)
         if largest > _fractional.MAX_TURNS:
-            raise _too_fast(options, largest, given, max_period)
+            raise _too_fast(options, largest)
         return options
 
     def check_growth(self):

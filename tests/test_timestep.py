@@ -382,9 +382,10 @@ def test_bad_options_are_refused_by_name(kwargs, message):
     [
         (
             {"max_period": 5e-324},
-            "`max_period`, expected frequencies of at most 4096 turns (25736 rad) "
-            "per unit of timestep (below 1, max_period makes them grow with i). "
-            "Received: max_period=5e-324",
+            "`max_period`, expected frequencies scale * max_period ** (-i / "
+            "(dim // 2 - downscale_freq_shift)) of at most 4096 turns (25736 rad) "
+            "per unit (with dim=8, downscale_freq_shift=1.0 and scale=1.0 they "
+            "reach 10**322.5 turns). Received: max_period=5e-324",
         ),
         (
             {"inverse_frequencies": [1e300, 1.0, 1.0, 1.0]},
