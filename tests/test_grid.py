@@ -687,6 +687,12 @@ ERRORS = [
         "0.0",
     ),
     (
+        {"interpolation_scale": 10**400},
+        "interpolation_scale",
+        "a finite number > 0, or a tuple of one per grid axis",
+        "1" + "0" * 400,
+    ),
+    (
         {"interpolation_scale": (1.0, 2.0, 3.0)},
         "interpolation_scale",
         "one number, or a tuple of 2 (one per axis of a 2-D grid)",

@@ -8,8 +8,6 @@ interpolation scale per axis) are checked by `for_rank`.
 
 import dataclasses
 import fractions
-import math
-import numbers
 
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.arguments import invalid
@@ -40,20 +38,13 @@ def check_grid_shape(name, value, allow_none=False):
 def _check_scale(value):
     """One finite float > 0, or a tuple of them (one per grid axis)."""
     values = value if isinstance(value, (tuple, list)) else (value,)
-    ok = 1 <= len(values) <= 3 and all(
-        isinstance(v, numbers.Real)
-        and not isinstance(v, bool)
-        and math.isfinite(float(v))
-        and float(v) > 0
-        for v in values
-    )
-    if not ok:
-        raise invalid(
-            "interpolation_scale",
-            "a finite number > 0, or a tuple of one per grid axis",
-            value,
-        )
-    scales = tuple(float(v) for v in values)
+    try:  # an int past float64 (10**400) is refused here, not an OverflowError
+        if not 1 <= len(values) <= 3:
+            raise ValueError(len(values))
+        scales = tuple(_arguments.check_wavelength(v) for v in values)
+    except ValueError:
+        expected = "a finite number > 0, or a tuple of one per grid axis"
+        raise invalid("interpolation_scale", expected, value) from None
     return scales if isinstance(value, (tuple, list)) else scales[0]
 
 
