@@ -26,7 +26,7 @@ _PUBLIC = {
     "CacheInfo": "keras_posenc.cache",
     "GridPositionEncoding": "keras_posenc.grid",
     "RotaryEmbedding": "keras_posenc.rotary",
-    "SinusoidalPositionEncoding": "keras_posenc.layer",
+    "SinusoidalPositionEncoding": "keras_posenc.sinusoidal",
     "TimestepEmbedding": "keras_posenc.timestep",
     "apply_rotary": "keras_posenc.rotary",
     "alibi_bias": "keras_posenc.alibi",
@@ -59,6 +59,7 @@ _SUBMODULES = {
     "layer",
     "plot",
     "rotary",
+    "sinusoidal",
     "tables",
     "timestep",
 }
@@ -100,7 +101,6 @@ if TYPE_CHECKING:
     )
     from keras_posenc.export import export_encoder, export_saved_model
     from keras_posenc.grid import GridPositionEncoding, grid_sincos_table
-    from keras_posenc.layer import SinusoidalPositionEncoding
     from keras_posenc.rotary import (
         RotaryEmbedding,
         apply_rotary,
@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         rotary_cos_sin,
         vision_position_ids,
     )
+    from keras_posenc.sinusoidal import SinusoidalPositionEncoding
     from keras_posenc.tables import frequencies, positional_encoding, sinusoidal_table
     from keras_posenc.timestep import (
         TimestepEmbedding,
@@ -155,7 +156,7 @@ if not _started_as_command_line():
     # Registers the layers (SinusoidalPositionEncoding, RotaryEmbedding,
     # TimestepEmbedding, GridPositionEncoding, AlibiBias) with Keras.
     try:
-        importlib.import_module("keras_posenc.layer")
+        importlib.import_module("keras_posenc.sinusoidal")
     except ModuleNotFoundError as error:
         from keras_posenc import _tensorflow
 

@@ -297,7 +297,12 @@ def test_a_time_is_not_a_position(value, echo):
 # -- the path of start_index: parsed once, raised once ---------------------------
 
 # Modules by layer, highest first: a call into a higher one goes back up.
-_LAYERS = {"layer": 4, "_checks/positions": 3, "_checks/arguments": 2, "_backend": 1}
+_LAYERS = {
+    "sinusoidal": 4,
+    "_checks/positions": 3,
+    "_checks/arguments": 2,
+    "_backend": 1,
+}
 
 
 def _module_events(call):
@@ -329,14 +334,18 @@ def _start_index_path(call):
         stack = stack + [module] if event == "call" else stack[:-1]
         now = stack[-1] if stack else None
         if not started:
-            started = (event, before, module) == ("call", "layer", "_checks/positions")
+            started = (event, before, module) == (
+                "call",
+                "sinusoidal",
+                "_checks/positions",
+            )
             entries = int(started)
         elif now not in (before, None) and event == "call":
             entries += 1
             up += _LAYERS.get(now, 0) > _LAYERS.get(before, 0)
         elif now not in (before, None):
             returns += 1
-            if now == "layer":
+            if now == "sinusoidal":
                 break
     return entries, up, returns
 

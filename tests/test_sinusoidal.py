@@ -1,4 +1,4 @@
-"""`SinusoidalPositionEncoding` (`keras_posenc.layer`): behaviours, values, errors.
+"""`SinusoidalPositionEncoding` (`keras_posenc.sinusoidal`): behaviours, values, errors.
 
 Runs under KERAS_BACKEND=tensorflow, jax and torch, and under tf-keras
 (TF_USE_LEGACY_KERAS=1). Values are checked against the float64 and mpmath
