@@ -16,6 +16,7 @@ from _helpers import LLAMA3, to_numpy
 from keras_posenc._hf import architectures as _hf_architectures
 from keras_posenc._hf import config as _hf_config
 from keras_posenc._hf import layers as _hf_layers
+from keras_posenc._hf import model_types_page as _hf_model_types_page
 from keras_posenc.rotary import RotaryEmbedding, rotary_cos_sin
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "hf")
@@ -523,7 +524,7 @@ def test_layer_plan_refuses_what_it_cannot_plan(config, match):
 def test_docs_page_is_generated_from_the_table():
     path = os.path.join(os.path.dirname(GOLDEN), "..", "..", "docs")
     with open(os.path.join(path, "hf-model-types.md")) as f:
-        assert f.read() == _hf_architectures.model_types_page()
+        assert f.read() == _hf_model_types_page.model_types_page()
 
 
 # -- the reading itself ----------------------------------------------------------------

@@ -1080,10 +1080,10 @@ def main():
     with np.load(HERE / "survey.npz") as data:
         arrays = {name: data[name] for name in data.files}
     supported, refused = classify(survey_file["cases"], survey_file["failed"], arrays)
-    from keras_posenc._hf import architectures as _hf_architectures
+    from keras_posenc._hf import model_types_page as _hf_model_types_page
 
     page = ROOT / "docs" / "hf-model-types.md"
-    page.write_text(_hf_architectures.model_types_page())
+    page.write_text(_hf_model_types_page.model_types_page())
     print(f"{len(supported)} supported, {len(refused)} refused")
 
 
