@@ -192,6 +192,8 @@ def test_vision_layer_round_trips_its_config():
 
 
 def test_every_surveyed_part_is_read_or_refused_by_name():
+    from keras_posenc._hf.model_types import SUPPORTED as TEXT_SUPPORTED
+
     for model_type, parts in vision_types.PARTS.items():
         for part, (_, part_type, _) in parts.items():
             config = {"model_type": model_type}
@@ -199,6 +201,10 @@ def test_every_surveyed_part_is_read_or_refused_by_name():
                 vision_types.REFUSED
             ):
                 assert RotaryEmbedding.from_hf_config(config, part=part).axes_dim
+                continue
+            if part_type in TEXT_SUPPORTED:  # a 1-D tower: its text reader's
+                layer = RotaryEmbedding.from_hf_config(config, part=part)
+                assert layer.axes_dim is None
                 continue
             with pytest.raises(ValueError, match=r"`part`"):
                 RotaryEmbedding.from_hf_config(config, part=part)
@@ -364,3 +370,41 @@ def test_text_refusal_of_a_type_with_a_read_vision_tower_names_part_vision():
     # Pixtral has no text RoPE; its tower is read, and the refusal says how.
     with pytest.raises(ValueError, match=r"read with part='vision'"):
         RotaryEmbedding.from_hf_config({"model_type": "pixtral"})
+
+
+MIMI = {
+    "model_type": "mimi",
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "head_dim": 64,
+    "rope_theta": 10000.0,
+    "num_hidden_layers": 3,
+}
+
+
+def test_audio_part_rotating_over_time_is_read_as_its_text_model():
+    # Moshi's audio tower (Mimi) rotates by time with a 1-D RoPE whose model
+    # type the text survey verifies: part="audio" reads it as that reader does.
+    moshi = {"model_type": "moshi", "audio_encoder_config": MIMI}
+    layer = RotaryEmbedding.from_hf_config(moshi, part="audio")
+    alone = RotaryEmbedding.from_hf_config(MIMI)
+    config, expected = layer.get_config(), alone.get_config()
+    config.pop("name"), expected.pop("name")
+    assert config == expected
+    plan = RotaryEmbedding.layer_plan(moshi, part="audio")
+    assert len(plan) == 3 and all(entry is plan[0] for entry in plan)
+
+
+def test_audio_part_is_within_4e7_of_float64_at_frames_in_the_thousands():
+    # rotate_half with theta ** (-2i / d), at time steps 4000 .. 4063.
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(1, 64, 2, 64)).astype("float32")
+    positions = np.arange(4000, 4064)
+    layer = RotaryEmbedding.from_hf_config(
+        {"model_type": "moshi", "audio_encoder_config": MIMI}, part="audio"
+    )
+    got = to_numpy(layer(q, positions=positions[None]))
+    w = 10000.0 ** (-np.arange(0, 64, 2, dtype=np.float64) / 64)
+    angles = np.concatenate([w, w])[None] * positions[:, None]
+    want = _rotate64(q, angles[None])
+    assert np.max(np.abs(got - want)) <= 4e-7

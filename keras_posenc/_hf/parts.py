@@ -27,6 +27,10 @@ def layer_arguments(config, seq_len, layer_type, part, overrides):
     """The `RotaryEmbedding` arguments of `part` of `config`."""
     if _check_part(part, seq_len, layer_type) == "text":
         return _hf_config.layer_arguments(config, seq_len, layer_type, overrides)
+    config = _hf_json.load(config)
+    one_d = _hf_vision.one_dimensional_part(config, part)
+    if one_d is not None:  # an audio tower rotating over time, as a text model
+        return _hf_config.layer_arguments(one_d, None, None, overrides)
     return _hf_vision.part_arguments(config, part, overrides)
 
 
@@ -45,6 +49,8 @@ def layer_plan(make, config, seq_len, part, overrides):
     if _check_part(part, seq_len) == "text":
         return _hf_layers.layer_plan(make, config, seq_len, overrides)
     config = _hf_json.load(config)
-    _, raw = _hf_vision.locate(config, part)
-    layer = make(**_hf_vision.part_arguments(config, part, overrides))
+    raw = _hf_vision.one_dimensional_part(config, part)
+    if raw is None:
+        _, raw = _hf_vision.locate(config, part)
+    layer = make(**layer_arguments(config, None, None, part, overrides))
     return [layer] * _depth(raw)

@@ -15,6 +15,7 @@ arguments (`axes_dim`, `axes_frequencies`, `layout`): no branch per model.
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf import config_file as _hf_json
+from keras_posenc._hf.model_types import SUPPORTED as TEXT_SUPPORTED
 from keras_posenc._hf.vision_types import (
     NONE,
     PARTS,
@@ -96,9 +97,8 @@ def _checked(model_type, part, part_type):
     return part_type
 
 
-def locate(config, part):
-    """``(part type, the raw dict of the part)`` of a composite config or of
-    a part's own config."""
+def _find(config, part):
+    """``(model type, part type, the raw dict of the part)``, unchecked."""
     model_type = config.get("model_type")
     if not isinstance(model_type, str):
         expected = f"a string (the {part} part is found by the config's model type)"
@@ -107,7 +107,7 @@ def locate(config, part):
         raise _refuse_part(model_type, part, OTHER_POSITIONS[model_type])
     if model_type in REFUSED or model_type not in PARTS:  # a part's own config
         if model_type in READ or model_type in REFUSED or model_type in NONE:
-            return _checked(model_type, part, model_type), config
+            return model_type, model_type, config
     parts = PARTS.get(model_type, {})
     if part not in parts:
         found = f"the parts {sorted(parts)}" if parts else f"no {part} part"
@@ -121,7 +121,24 @@ def locate(config, part):
     inner = raw.get("model_type")
     if inner is not None and inner not in (model_type, part_type):
         part_type = inner  # a wrapper holding another tower (Llava + Pixtral)
+    return model_type, part_type, raw
+
+
+def locate(config, part):
+    """``(part type, the raw dict of the part)`` of a composite config or of
+    a part's own config."""
+    model_type, part_type, raw = _find(config, part)
     return _checked(model_type, part, part_type), raw
+
+
+def one_dimensional_part(config, part):
+    """The config of a tower whose RoPE is 1-D (over time: Moshi's Mimi audio
+    encoder) and whose model type the text reader verifies (`SUPPORTED` of
+    `_hf.model_types`), with that model type; None for any other part."""
+    _, part_type, raw = _find(config, part)
+    if part_type in READ or part_type not in TEXT_SUPPORTED:
+        return None
+    return {**raw, "model_type": part_type}
 
 
 def _value(raw, keys, default):

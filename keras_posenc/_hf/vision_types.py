@@ -475,15 +475,18 @@ REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
                   'axis rotates its own half of the head with '
                   'rotate_half): no N-axis layout',
  'granite4_vision_text': 'its rotary module is a 1-D RoPE (over time or '
-                         'tokens), not over patch ids: not read as a part',
+                         'tokens) of a model type the text reader verifies: '
+                         'read as that text model (the part of a composite, '
+                         'or its own config)',
  'higgs_audio_v2': 'its rotary module is a 1-D RoPE (over time or tokens), '
                    'not over patch ids: not read as a part',
  'inkling2_vision': 'its rotary module puts the column before the row, '
                     'pairs interleaved',
  'kimi_k25_vision': 'its rotary module interleaves the axes frequency by '
                     'frequency (w0, h0, w1, h1, ...): no N-axis layout',
- 'mimi': 'its rotary module is a 1-D RoPE (over time or tokens), not over '
-         'patch ids: not read as a part',
+ 'mimi': 'its rotary module is a 1-D RoPE (over time or tokens) of a model '
+         'type the text reader verifies: read as that text model (the part of '
+         'a composite, or its own config)',
  'minimax_m3_vl_vision': 'its rotary module rotates 3 axes of 2 * '
                          '((head_dim // 3) // 2) features and passes the '
                          'rest through: the N-axis layer rotates the whole '

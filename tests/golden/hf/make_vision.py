@@ -44,6 +44,8 @@ import torch
 import transformers
 from transformers import CONFIG_MAPPING, vision_utils
 
+from keras_posenc._hf.model_types import SUPPORTED as TEXT_SUPPORTED
+
 HERE = pathlib.Path(__file__).parent
 ROOT = HERE.parents[2]
 PART_KEYS = {"vision": ("vision",), "audio": ("audio",)}
@@ -376,13 +378,20 @@ def main():
             continue
         if rule is None:
             one_d = "compute_default_rope_parameters" in inspect.getsource(module_class)
-            refused[part_type] = WHY.get(
-                part_type,
-                "its rotary module is a 1-D RoPE (over time or tokens), not "
-                "over patch ids: not read as a part"
-                if one_d
-                else "its rotary module matches no N-axis rule",
-            )
+            if one_d and part_type in TEXT_SUPPORTED:
+                why = (
+                    "its rotary module is a 1-D RoPE (over time or tokens) of a "
+                    "model type the text reader verifies: read as that text "
+                    "model (the part of a composite, or its own config)"
+                )
+            elif one_d:
+                why = (
+                    "its rotary module is a 1-D RoPE (over time or tokens), not "
+                    "over patch ids: not read as a part"
+                )
+            else:
+                why = "its rotary module matches no N-axis rule"
+            refused[part_type] = WHY.get(part_type, why)
             continue
         ok = True
         for variant, tries in _variants(config, width).items():
