@@ -16,6 +16,8 @@ off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `RotaryPositionalEmbedding` and `TimestepEmbedding` (`flux_maths`);
 `SD3TimestepEmbedding` for Stable Diffusion 3's `TimestepEmbedding`
 (`mmdit`: its sinusoid exact, its MLP and weights kept).
+`VideoPrismSinusoidalPositionalEmbedding` for VideoPrism's
+`SinusoidalPositionalEmbedding` (tensor2tensor's timing signal).
 `AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
 https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
@@ -48,6 +50,7 @@ from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
 from keras_posenc.compat._swap import use_exact
+from keras_posenc.compat._video_prism import VideoPrismSinusoidalPositionalEmbedding
 
 __all__ = [
     "AlibiBias",
@@ -59,5 +62,6 @@ __all__ = [
     "RotaryEmbedding",
     "SD3TimestepEmbedding",
     "SinePositionEncoding",
+    "VideoPrismSinusoidalPositionalEmbedding",
     "use_exact",
 ]

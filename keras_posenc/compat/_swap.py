@@ -19,6 +19,7 @@ from keras_posenc.compat._rotary import RotaryEmbedding
 from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
+from keras_posenc.compat._video_prism import VideoPrismSinusoidalPositionalEmbedding
 
 _HUB = "keras_hub.src."
 _HUB_ROTARY = (_HUB + "layers.modeling.rotary_embedding", "RotaryEmbedding")
@@ -51,6 +52,11 @@ _DROP_INS = {
         _HUB + "models.stable_diffusion_3.mmdit",
         "TimestepEmbedding",
     ): SD3TimestepEmbedding,
+    # VideoPrism's, held by `VideoPrismEmbedding` (`VideoPrismBackbone.text_embedding`).
+    (
+        _HUB + "models.video_prism.video_prism_layers",
+        "SinusoidalPositionalEmbedding",
+    ): VideoPrismSinusoidalPositionalEmbedding,
 }
 # Subclasses with no exact equivalent, and why.
 _REFUSED = {
@@ -267,7 +273,8 @@ def use_exact(model):
     `TimestepEmbedding` (`FluxBackbone`): exact at float ids and
     timesteps; and Stable Diffusion 3's `TimestepEmbedding` (`MMDiT`, in
     `StableDiffusion3Backbone`): its sinusoid exact at the float32
-    timestep, its MLP kept. The layer objects are kept and change class,
+    timestep, its MLP kept; and VideoPrism's `SinusoidalPositionalEmbedding`
+    (`VideoPrismBackbone`'s text encoder): tensor2tensor's timing signal. The layer objects are kept and change class,
     so every reference to them (attention layers' attributes, functional
     graphs) sees the exact layer; weights are untouched. A subclass that
     cannot be mapped exactly (Moonshine's, which returns angles; an unknown
