@@ -17,7 +17,8 @@ off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `SD3TimestepEmbedding` for Stable Diffusion 3's `TimestepEmbedding`
 (`mmdit`: its sinusoid exact, its MLP and weights kept).
 `VideoPrismSinusoidalPositionalEmbedding` for VideoPrism's
-`SinusoidalPositionalEmbedding` (tensor2tensor's timing signal).
+`SinusoidalPositionalEmbedding` (tensor2tensor's timing signal), and
+`SAM3SinePositionEmbedding` for SAM 3's (DETR's 2-D sine).
 `AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
 https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
@@ -46,6 +47,7 @@ from keras_posenc.compat._flux import (
 )
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sam3 import SAM3SinePositionEmbedding
 from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
@@ -60,6 +62,7 @@ __all__ = [
     "LlamaRotaryEmbedding",
     "Phi3SuScaledRotaryEmbedding",
     "RotaryEmbedding",
+    "SAM3SinePositionEmbedding",
     "SD3TimestepEmbedding",
     "SinePositionEncoding",
     "VideoPrismSinusoidalPositionalEmbedding",

@@ -16,6 +16,7 @@ from keras_posenc.compat._flux import (
 )
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sam3 import SAM3SinePositionEmbedding
 from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
@@ -57,6 +58,11 @@ _DROP_INS = {
         _HUB + "models.video_prism.video_prism_layers",
         "SinusoidalPositionalEmbedding",
     ): VideoPrismSinusoidalPositionalEmbedding,
+    # SAM 3's, held by its vision encoder, geometry encoder and DETR decoder.
+    (
+        _HUB + "models.sam3.sam3_layers",
+        "SAM3SinePositionEmbedding",
+    ): SAM3SinePositionEmbedding,
 }
 # Subclasses with no exact equivalent, and why.
 _REFUSED = {
@@ -274,7 +280,9 @@ def use_exact(model):
     timesteps; and Stable Diffusion 3's `TimestepEmbedding` (`MMDiT`, in
     `StableDiffusion3Backbone`): its sinusoid exact at the float32
     timestep, its MLP kept; and VideoPrism's `SinusoidalPositionalEmbedding`
-    (`VideoPrismBackbone`'s text encoder): tensor2tensor's timing signal. The layer objects are kept and change class,
+    (`VideoPrismBackbone`'s text encoder): tensor2tensor's timing signal;
+    and SAM 3's `SAM3SinePositionEmbedding` (DETR's 2-D sine, its box
+    and point sines too). The layer objects are kept and change class,
     so every reference to them (attention layers' attributes, functional
     graphs) sees the exact layer; weights are untouched. A subclass that
     cannot be mapped exactly (Moonshine's, which returns angles; an unknown
