@@ -18,7 +18,9 @@ off by ``p * 2**-24`` radians (0.06 at position 10**6).
 (`mmdit`: its sinusoid exact, its MLP and weights kept).
 `VideoPrismSinusoidalPositionalEmbedding` for VideoPrism's
 `SinusoidalPositionalEmbedding` (tensor2tensor's timing signal), and
-`SAM3SinePositionEmbedding` for SAM 3's (DETR's 2-D sine).
+`SAM3SinePositionEmbedding` for SAM 3's (DETR's 2-D sine). D-FINE's
+2-D sine, a method of its `DFineHybridEncoder`, is made exact by
+`use_exact` in place (a subclass overriding only that method).
 `AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
 https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
