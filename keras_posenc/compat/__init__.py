@@ -16,6 +16,11 @@ off by ``p * 2**-24`` radians (0.06 at position 10**6).
 `RotaryPositionalEmbedding` and `TimestepEmbedding` (`flux_maths`);
 `SD3TimestepEmbedding` for Stable Diffusion 3's `TimestepEmbedding`
 (`mmdit`: its sinusoid exact, its MLP and weights kept).
+`VideoPrismSinusoidalPositionalEmbedding` for VideoPrism's
+`SinusoidalPositionalEmbedding` (tensor2tensor's timing signal), and
+`SAM3SinePositionEmbedding` for SAM 3's (DETR's 2-D sine). D-FINE's
+2-D sine, a method of its `DFineHybridEncoder`, is made exact by
+`use_exact` in place (a subclass overriding only that method).
 `AlibiBias` stands in for keras-hub's ALiBi layer (Press et al., 2021,
 https://arxiv.org/abs/2108.12409), with the distances never rounded.
 
@@ -44,10 +49,12 @@ from keras_posenc.compat._flux import (
 )
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sam3 import SAM3SinePositionEmbedding
 from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
 from keras_posenc.compat._swap import use_exact
+from keras_posenc.compat._video_prism import VideoPrismSinusoidalPositionalEmbedding
 
 __all__ = [
     "AlibiBias",
@@ -57,7 +64,9 @@ __all__ = [
     "LlamaRotaryEmbedding",
     "Phi3SuScaledRotaryEmbedding",
     "RotaryEmbedding",
+    "SAM3SinePositionEmbedding",
     "SD3TimestepEmbedding",
     "SinePositionEncoding",
+    "VideoPrismSinusoidalPositionalEmbedding",
     "use_exact",
 ]

@@ -10,15 +10,18 @@ import keras
 
 from keras_posenc.compat._alibi import AlibiBias
 from keras_posenc.compat._base import PACKAGE, require_keras3
+from keras_posenc.compat._d_fine import ExactSincos
 from keras_posenc.compat._flux import (
     FluxRotaryPositionalEmbedding,
     FluxTimestepEmbedding,
 )
 from keras_posenc.compat._phi3 import Phi3SuScaledRotaryEmbedding
 from keras_posenc.compat._rotary import RotaryEmbedding
+from keras_posenc.compat._sam3 import SAM3SinePositionEmbedding
 from keras_posenc.compat._sd3 import SD3TimestepEmbedding
 from keras_posenc.compat._sine import SinePositionEncoding
 from keras_posenc.compat._subclasses import ESMRotaryEmbedding, LlamaRotaryEmbedding
+from keras_posenc.compat._video_prism import VideoPrismSinusoidalPositionalEmbedding
 
 _HUB = "keras_hub.src."
 _HUB_ROTARY = (_HUB + "layers.modeling.rotary_embedding", "RotaryEmbedding")
@@ -51,7 +54,23 @@ _DROP_INS = {
         _HUB + "models.stable_diffusion_3.mmdit",
         "TimestepEmbedding",
     ): SD3TimestepEmbedding,
+    # VideoPrism's, held by `VideoPrismEmbedding` (`VideoPrismBackbone.text_embedding`).
+    (
+        _HUB + "models.video_prism.video_prism_layers",
+        "SinusoidalPositionalEmbedding",
+    ): VideoPrismSinusoidalPositionalEmbedding,
+    # SAM 3's, held by its vision encoder, geometry encoder and DETR decoder.
+    (
+        _HUB + "models.sam3.sam3_layers",
+        "SAM3SinePositionEmbedding",
+    ): SAM3SinePositionEmbedding,
 }
+# keras-hub layers whose sine is a method of a larger layer with weights:
+# the layer gets a subclass of its own class, the mixin first.
+_SUBCLASSED = {
+    (_HUB + "models.d_fine.d_fine_hybrid_encoder", "DFineHybridEncoder"): ExactSincos,
+}
+_SUBCLASSES: dict = {}
 # Subclasses with no exact equivalent, and why.
 _REFUSED = {
     "MoonshineRotaryEmbedding": (
@@ -131,9 +150,21 @@ def _refuse_mrope(owner, path):
         )
 
 
+def _exact_subclass(cls, mixin):
+    """`cls` with `mixin` first, under `cls`'s name and module: its config
+    and saved form stay keras-hub's (its backbone rebuilds it when loaded)."""
+    if cls not in _SUBCLASSES:
+        namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        _SUBCLASSES[cls] = type(cls.__name__, (mixin, cls), namespace)
+    return _SUBCLASSES[cls]
+
+
 def _drop_in(layer, owner, path):
     """The drop-in for a keras-hub position layer, `None` for other layers."""
     key = (type(layer).__module__, type(layer).__qualname__)
+    if key in _SUBCLASSED:
+        mixin = _SUBCLASSED[key]
+        return None if isinstance(layer, mixin) else _exact_subclass(type(layer), mixin)
     if key in _DROP_INS:
         _refuse_mrope(owner, path)
         return _DROP_INS[key]
@@ -267,12 +298,18 @@ def use_exact(model):
     `TimestepEmbedding` (`FluxBackbone`): exact at float ids and
     timesteps; and Stable Diffusion 3's `TimestepEmbedding` (`MMDiT`, in
     `StableDiffusion3Backbone`): its sinusoid exact at the float32
-    timestep, its MLP kept. The layer objects are kept and change class,
-    so every reference to them (attention layers' attributes, functional
-    graphs) sees the exact layer; weights are untouched. A subclass that
-    cannot be mapped exactly (Moonshine's, which returns angles; an unknown
-    one; Qwen 3.5's multimodal rotation) is refused by name, and then
-    nothing is changed.
+    timestep, its MLP kept; VideoPrism's `SinusoidalPositionalEmbedding`
+    (`VideoPrismBackbone`'s text encoder): tensor2tensor's timing signal;
+    SAM 3's `SAM3SinePositionEmbedding` (DETR's 2-D sine, its box and
+    point sines too); and D-FINE's `DFineHybridEncoder`
+    (`DFineBackbone.encoder`), whose RT-DETR 2-D sine, a static method,
+    becomes exact (the layer gets a subclass of its class overriding only
+    that method; its weights, config and call are kept). The layer
+    objects are kept and change class, so every reference to them
+    (attention layers' attributes, functional graphs) sees the exact
+    layer; weights are untouched. A subclass that cannot be mapped
+    exactly (Moonshine's, which returns angles; an unknown one; Qwen 3.5's
+    multimodal rotation) is refused by name, and then nothing is changed.
 
     Compiled functions (`predict_function`, keras-hub's
     `generate_function`, ...) are reset, so `predict` and `generate` trace
