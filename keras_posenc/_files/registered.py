@@ -24,8 +24,10 @@ COMPAT_NAMES = (
     "KerasHubLlamaRotaryEmbedding",
     "KerasHubPhi3SuScaledRotaryEmbedding",
     "KerasHubRotaryEmbedding",
+    "KerasHubSAM3SinePositionEmbedding",
     "KerasHubSD3TimestepEmbedding",
     "KerasHubSinePositionEncoding",
+    "KerasHubVideoPrismSinusoidalPositionalEmbedding",
 )
 
 
