@@ -134,7 +134,10 @@ def owned(x):
     be deleted or donated (`donate_argnums`): both get a copy. So do TF
     tensors: immutable to TF, but a kept row (an `unstack`ed step) or an
     aligned slice of a kept block shares its buffer, and a zero-copy DLPack
-    view of it (`tf.experimental.dlpack.to_dlpack`) is writable.
+    view of it (`tf.experimental.dlpack.to_dlpack`) is writable. Inside a
+    TF graph nothing is kept (rows are kept by eager calls only), so a
+    traced result is the graph's own: no copy op, which TFLite's builtins
+    would not convert.
     """
     if NAME == "torch":
         return x.clone()
@@ -144,6 +147,8 @@ def owned(x):
         return jnp.array(x, copy=True)
     import tensorflow as tf
 
+    if not tf.executing_eagerly():
+        return x
     return tf.raw_ops.DeepCopy(x=x)
 
 

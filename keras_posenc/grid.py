@@ -360,7 +360,12 @@ class GridPositionEncoding(PositionLayer):
                 raise _arguments.invalid(
                     "inputs", expected, f"<shape={tuple(input_shape)}>"
                 )
-            self._dim = self._sines.check_dim(input_shape[-1], "inputs")
+            # Returned alone (merge=None), the sine only needs the map's
+            # height and width: DETR's module gets the backbone's map (2048
+            # channels for a ResNet-50) and returns `dim` of them.
+            alone = self.merge is None and self._sines.dim is not None
+            width = self._sines.dim if alone else input_shape[-1]
+            self._dim = self._sines.check_dim(width, "inputs")
             self._sine_rows = SineRows(self._sines, self._dim)
             return super().build(input_shape)
         rank = self._rank(input_shape, self._options.grid_shape)
@@ -447,11 +452,15 @@ class GridPositionEncoding(PositionLayer):
             table = ops.cast(table, inputs.dtype)
         with _backend.checks_first(checks):  # before a broadcast that fails
             if self.merge is None:
-                return ops.broadcast_to(table, ops.shape(inputs))
+                shape = tuple(ops.shape(inputs))[:-1] + (self._dim,)
+                return ops.broadcast_to(table, shape)
             return inputs + table
 
     def compute_output_shape(self, input_shape):
-        return output_shape(list(input_shape))
+        shape = list(input_shape)
+        if self.merge is None and self._sines.dim is not None:
+            shape[-1] = self._sines.dim
+        return output_shape(shape)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

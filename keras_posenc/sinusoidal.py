@@ -1,5 +1,6 @@
 """The `SinusoidalPositionEncoding` Keras layer."""
 
+import dataclasses
 import math
 from typing import Any
 
@@ -95,7 +96,8 @@ class SinusoidalPositionEncoding(PositionLayer):
             `sinusoids`, PEGASUS-X; needs `depth >= 4`). Defaults to
             `"paper"`.
         odd_depth: what an odd width holds: `"sine"` (one more sine
-            column: the paper, Marian, XLM), `"zero"` (the even table
+            column: the paper, Marian, XLM; with `layout="cos_sin"` one
+            more cosine, the first block's), `"zero"` (the even table
             with a zero column appended: fairseq's tables, MusicGen) or
             `"error"` (refused: Whisper, PEGASUS-X). Defaults to `"sine"`.
         position_offset: int. Added to every position before its row is
@@ -273,13 +275,17 @@ class SinusoidalPositionEncoding(PositionLayer):
         options = self._options
         if not options.positions_from_ids:
             offset = options.position_offset
-            return _positions.in_call(
-                inputs,
-                axis,
-                _positions.shifted(start_index, offset),
-                _positions.shifted(positions, offset),
-                low=options.lowest_position,
+            start_index, start_checks = _positions.shifted(
+                "start_index", start_index, offset
             )
+            positions, position_checks = _positions.shifted(
+                "positions", positions, offset
+            )
+            parsed = _positions.in_call(
+                inputs, axis, start_index, positions, low=options.lowest_position
+            )
+            checks = start_checks + position_checks
+            return dataclasses.replace(parsed, checks=parsed.checks + checks)
         if positions is not None:
             expected = "None with positions_from_ids=True (positions come from the ids)"
             raise _arguments.invalid("positions", expected, "<given>")

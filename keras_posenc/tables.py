@@ -109,9 +109,11 @@ def sinusoidal_table(
             `"tensor2tensor"` (`b ** (-i / (depth // 2 - 1))`, fairseq's
             and Whisper's frequencies, `depth >= 4`). Defaults to
             `"paper"`.
-        odd_depth: an odd `depth` holds one more sine (`"sine"`), the
-            even table and a zero column (`"zero"`, fairseq), or is
-            refused (`"error"`, Whisper). Defaults to `"sine"`.
+        odd_depth: an odd `depth` holds one more column of the first
+            block (`"sine"`: one more sine, or with `layout="cos_sin"` one
+            more cosine, which no published model uses), the even table
+            and a zero column (`"zero"`, fairseq, MusicGen), or is refused
+            (`"error"`, Whisper). Defaults to `"sine"`.
         padding_id: int or `None`. The position whose row is zero
             (fairseq's padding row). Defaults to `None`.
 

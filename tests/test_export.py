@@ -197,8 +197,11 @@ _PORTABLE = textwrap.dedent(
 
     def save(folder):
         for seed, mode in enumerate(["compute", "lookup", "conventions"]):
-            rows = {"max_length": 64} if mode == "lookup" else {}
-            layer = keras_posenc.SinusoidalPositionEncoding(mode=mode, **rows)
+            options = {"mode": mode, "max_length": 64} if mode == "lookup" else {}
+            if mode == "conventions":  # the published options of CONVENTIONS
+                options = {"frequency_rule": "tensor2tensor", "layout": "cos_sin",
+                           "odd_depth": "zero", "padding_id": 3, "position_offset": 2}
+            layer = keras_posenc.SinusoidalPositionEncoding(**options)
             inputs = keras.Input(shape=(None, 8))
             # A seeded initializer: keras.utils.set_random_seed imports TF.
             seeded = keras.initializers.RandomNormal(seed=seed)
@@ -260,7 +263,8 @@ PORTABLE_BACKENDS = ("tensorflow", "jax", "torch")
 def test_keras_file_saved_on_any_backend_loads_on_every_backend(
     tmp_path, record_property
 ):
-    # The 3x3 matrix in both modes: JAX and torch in subprocesses, TensorFlow
+    # The 3x3 matrix in both modes and with the published conventions: JAX
+    # and torch in subprocesses, TensorFlow
     # here, all at once; each loads only after all three have saved.
     portable = {"__name__": "portable"}
     exec(_PORTABLE, portable)
@@ -294,7 +298,7 @@ def test_keras_file_saved_on_any_backend_loads_on_every_backend(
         with open(tmp_path / f"loaded-on-{loader}.json") as f:
             for saved, found in json.load(f).items():
                 cells[f"{saved} on {loader}"] = found
-    assert len(cells) == 3 * 3 * 2, sorted(cells)
+    assert len(cells) == 3 * 3 * 3, sorted(cells)  # savers, loaders, modes
     assert all(cell["same_config"] for cell in cells.values()), cells
     worst = max(cell["difference"] for cell in cells.values())
     record_property("max_difference", worst)

@@ -583,3 +583,15 @@ def test_docs_table_lists_every_surveyed_type():
 def test_docs_python_block_runs_alone(block):
     source = re.findall(r"```python\n(.*?)```", _section(), re.S)[block]
     exec(compile(source, f"docs/grids.md, DETR block {block}", "exec"), {})
+
+
+def test_detr_layer_takes_the_backbone_map_of_any_width():
+    # DETR's module is given the backbone's map (2048 channels for a
+    # ResNet-50) and returns d_model channels: the layer read from the
+    # config does the same, with the values of a d_model-wide map.
+    layer = GridPositionEncoding.from_hf_config({"model_type": "detr", "d_model": 256})
+    wide = to_numpy(layer(np.zeros((1, 4, 5, 2048), "float32")))
+    same = GridPositionEncoding.from_hf_config({"model_type": "detr", "d_model": 256})
+    narrow = to_numpy(same(np.zeros((1, 4, 5, 256), "float32")))
+    assert wide.shape == (1, 4, 5, 256)
+    np.testing.assert_array_equal(wide, narrow)

@@ -408,3 +408,11 @@ def test_audio_part_is_within_4e7_of_float64_at_frames_in_the_thousands():
     angles = np.concatenate([w, w])[None] * positions[:, None]
     want = _rotate64(q, angles[None])
     assert np.max(np.abs(got - want)) <= 4e-7
+
+
+@pytest.mark.parametrize("theta", [10**400, [1.0], True])
+def test_a_vision_rope_theta_of_the_wrong_type_is_refused_by_name(theta):
+    # float() first gave a raw OverflowError or TypeError.
+    config = {"model_type": "qwen2_vl", "vision_config": {"rope_theta": theta}}
+    with pytest.raises(ValueError, match=r"`rope_theta`, expected a finite number"):
+        RotaryEmbedding.from_hf_config(config, part="vision")

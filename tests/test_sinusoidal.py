@@ -1181,3 +1181,59 @@ def test_negative_cache_length_is_refused_with_positions_from_ids():
     layer = _encoding(COMPUTE, depth=DEPTH, padding_id=1, positions_from_ids=True)
     with pytest.raises(ValueError, match=r"`start_index`, expected positions in \[0"):
         layer(IDS, start_index=-1)
+
+
+def test_position_offset_never_wraps_narrow_positions():
+    # XGLM reads row p + 2: a uint8 255 is row 257 (255 + 2 wrapped to 1 in
+    # uint8, the padding id's zero row), the same as an int64 255.
+    layer = SinusoidalPositionEncoding(merge=None, depth=8, position_offset=2)
+    x = _zeros(1, 1, 8)
+    narrow = to_numpy(layer(x, positions=np.array([[255]], np.uint8)))
+    wide = to_numpy(layer(x, positions=np.array([[255]], np.int64)))
+    np.testing.assert_array_equal(narrow, wide)
+    assert max_diff(wide[0], reference([257], 8)) <= TOL
+
+
+def test_position_offset_refuses_what_it_would_push_past_int32():
+    # 2**31 - 1 + 2 is no int32 position: refused, not the row of -2**31 + 1.
+    layer = SinusoidalPositionEncoding(merge=None, depth=8, position_offset=2)
+    with pytest.raises(ValueError, match=r"`positions`"):
+        layer(_zeros(1, 1, 8), positions=np.array([[2**31 - 1]], np.int32))
+
+
+@only_tensorflow
+def test_position_offset_past_int32_asserts_in_a_graph():
+    import tensorflow as tf
+
+    layer = SinusoidalPositionEncoding(merge=None, depth=8, position_offset=2)
+    run = tf.function(
+        lambda p: layer(_zeros(1, 1, 8), positions=p),
+        input_signature=[tf.TensorSpec([1, 1], tf.int32)],
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="position_offset=2"):
+        run(tf.constant([[2**31 - 1]], tf.int32))
+    assert (
+        max_diff(to_numpy(run(tf.constant([[5]], tf.int32)))[0], reference([7], 8))
+        <= TOL
+    )
+
+
+def test_token_id_positions_refuse_a_cache_past_int32():
+    # start + length + padding_id must stay in int32 (it wrapped to -2**31).
+    layer = SinusoidalPositionEncoding(
+        merge=None, depth=8, padding_id=1, positions_from_ids=True
+    )
+    with pytest.raises(ValueError, match=r"`start_index`, expected a cache length"):
+        layer(np.array([[5, 6, 7]]), start_index=2**31 - 2)
+
+
+def test_position_offset_with_positions_from_ids_is_refused():
+    # The ids path sets the start from the padding id; an offset was ignored.
+    with pytest.raises(ValueError, match=r"`position_offset`, expected 0 with"):
+        SinusoidalPositionEncoding(
+            merge=None,
+            depth=8,
+            padding_id=1,
+            positions_from_ids=True,
+            position_offset=5,
+        )

@@ -401,3 +401,13 @@ def test_readme_layout_sentence_measured():
         12, 16, layout="concatenated", frequency_rule="tensor2tensor"
     )
     np.testing.assert_allclose(to_numpy(fairseq), m2m, rtol=0, atol=TOL)
+
+
+def test_odd_cos_sin_table_holds_one_more_cosine_first():
+    # [cos | sin] with an odd width and odd_depth="sine": ceil(d/2) cosines,
+    # then the sines (the first block takes the extra column), as documented.
+    table = to_numpy(keras_posenc.sinusoidal_table(3, 5, layout="cos_sin"))
+    w = 10000.0 ** (-2.0 * np.arange(3) / 5)
+    angle = np.arange(3)[:, None] * w
+    want = np.concatenate([np.cos(angle), np.sin(angle[:, :2])], axis=1)
+    np.testing.assert_allclose(table, want, atol=2e-7)

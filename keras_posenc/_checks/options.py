@@ -158,6 +158,14 @@ class SinusoidalOptions:
         if self.positions_from_ids:
             if self.padding_id is None:
                 raise invalid("padding_id", "an int with positions_from_ids=True", None)
+            if self.position_offset:
+                # fairseq's positions start after the padding id: no model
+                # shifts them again, and the ids path would ignore it.
+                raise invalid(
+                    "position_offset",
+                    "0 with positions_from_ids=True (the padding id sets the start)",
+                    self.position_offset,
+                )
             if self.merge is not None:
                 raise invalid(
                     "merge",

@@ -392,19 +392,51 @@ def in_call(inputs, axis, start_index, positions, *, low, position_ranks=(1, 2))
     return dataclasses.replace(parsed, checks=parsed.checks + per_example)
 
 
-def shifted(value, offset):
+def shifted(name, value, offset):
     """`start_index` or `positions` moved by a model's `position_offset`
-    (XGLM's 2), before they are parsed: a plain int stays one."""
+    (XGLM's 2), before they are parsed, never wrapped: ``(value, checks)``.
+
+    A plain int stays one; numpy integers are shifted exactly (a value past
+    the int32 range stays past it, and is refused when parsed); a tensor of
+    8 or 16 bits is widened to int32 first, a wider one gets a run-time
+    `Check` that the shifted value is still an int32 position.
+    """
     if not offset or value is None:
-        return value
+        return value, ()
     if _is_int(value):
-        return int(value) + offset
+        return int(value) + offset, ()
     if isinstance(value, (bool, float, str)):
-        return value  # refused by name when parsed
+        return value, ()  # refused by name when parsed
     if ops.is_tensor(value) or _backend.is_tensor(value):
-        return value + ops.cast(offset, value.dtype)
+        dtype = _backend.dtype_name(value) or ""
+        if dtype in ("int8", "int16", "uint8", "uint16"):
+            return ops.cast(value, "int32") + offset, ()
+        if dtype[:3] not in ("int", "uin"):
+            return value, ()  # refused by name when parsed
+        if offset < 0 and dtype[0] == "u":
+            # Wraps past the int32 range, where the parse refuses it.
+            return value + ops.cast(offset, dtype), ()
+        if offset > 0:
+            bound = POSITION_LIMIT - 1 - offset
+            fits = ops.less_equal(value, ops.cast(bound, dtype))
+            what = f"at most {bound}"
+        else:
+            bound = -POSITION_LIMIT - offset
+            fits = ops.greater_equal(value, ops.cast(bound, dtype))
+            what = f"at least {bound}"
+        message = (
+            f"Received an invalid value for `{name}`: expected positions of "
+            f"{what}, which position_offset={offset} keeps in int32"
+        )
+        shifted_value = ops.where(fits, value + ops.cast(offset, dtype), value)
+        return shifted_value, (Check(ops.all(fits), message),)
     array = np.asarray(value)
-    return array + offset if array.dtype.kind in "iu" else value
+    if array.dtype.kind not in "iu":
+        return value, ()
+    wide = array.astype(object) + offset  # Python ints: exact, never wrapped
+    return np.asarray(wide, np.int64) if array.size and all(
+        -(2**63) <= int(v) < 2**63 for v in wide.ravel()
+    ) else array, ()
 
 
 def from_token_ids(ids, padding_id, start_index):
@@ -427,8 +459,24 @@ def from_token_ids(ids, padding_id, start_index):
             "integer token ids [batch, length] with positions_from_ids=True",
             shape,
         )
-    start, _, checks = integers("start_index", start_index, low=0, ranks=(0, 1))
+    # The last position, start + length + padding_id, must stay in int32.
+    length = ids.shape[1]
+    high = POSITION_LIMIT - 1 - padding_id - (length or 0)
+    expected = (
+        f"a cache length in [0, {high}] (start_index + length + padding_id < 2**31)"
+    )
+    start, _, checks = integers(
+        "start_index", start_index, low=0, ranks=(0, 1), high=high, expected=expected
+    )
     start = ops.convert_to_tensor(start, "int32")
+    if length is None:  # known when the graph runs
+        room = POSITION_LIMIT - 1 - padding_id - ops.shape(ids)[1]
+        ok = ops.all(ops.less_equal(start, room))
+        message = (
+            "Received an invalid value for `start_index`: start_index + length "
+            f"+ padding_id ({padding_id}) must be < 2**31"
+        )
+        checks += (Check(ok, message),)
     if len(start.shape) == 1:
         checks += fits(start, 0, ids, 0, "start_index", _per_example(ids))
         start = start[:, None]

@@ -170,11 +170,14 @@ def _theta(part_type, raw, default):
             given[name] = value["rope_theta"]
     if raw.get("rope_theta") is not None:
         given["rope_theta"] = raw["rope_theta"]
-    if len(set(map(float, given.values()))) > 1:
+    # Each checked first: a list or an int past float64 is refused by name.
+    checked = {_arguments.check_wavelength(v, "rope_theta") for v in given.values()}
+    if len(checked) > 1:
         expected = "one base: 'rope_theta' given twice with different values"
         raise _arguments.invalid("rope_theta", expected, shortened(given))
-    theta = next(iter(given.values()), default)
-    return _arguments.check_wavelength(theta, "rope_theta")
+    return (
+        checked.pop() if checked else _arguments.check_wavelength(default, "rope_theta")
+    )
 
 
 def part_arguments(config, part, overrides=None):
