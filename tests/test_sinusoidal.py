@@ -1179,7 +1179,9 @@ def test_explicit_positions_are_refused_with_positions_from_ids():
 
 def test_negative_cache_length_is_refused_with_positions_from_ids():
     layer = _encoding(COMPUTE, depth=DEPTH, padding_id=1, positions_from_ids=True)
-    with pytest.raises(ValueError, match=r"`start_index`, expected positions in \[0"):
+    with pytest.raises(
+        ValueError, match=r"`start_index`, expected a cache length in \[0"
+    ):
         layer(IDS, start_index=-1)
 
 
