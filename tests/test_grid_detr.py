@@ -258,13 +258,17 @@ def test_config_keys_are_applied(config, expected):
 
 
 def test_a_checkpoint_width_is_held_at_build():
-    layer = GridPositionEncoding.from_hf_config({"model_type": "detr", "d_model": 64})
+    # Added to a map (merge="add"), the map must have the checkpoint's
+    # width; returned alone, it has it whatever the map's width.
+    added = GridPositionEncoding(sine="detr", dim=64)
     message = (
         "Received an invalid value for `inputs`, expected 64 features (dim=64). "
         "Received: inputs=32"
     )
     with pytest.raises(ValueError, match=exact(message)):
-        layer(_features((1, 4, 4, 32)))
+        added(_features((1, 4, 4, 32)))
+    alone = GridPositionEncoding.from_hf_config({"model_type": "detr", "d_model": 64})
+    assert tuple(alone(_features((1, 4, 4, 32))).shape) == (1, 4, 4, 64)
 
 
 CONFIG_ERRORS = [
