@@ -103,8 +103,9 @@ def rotary_cos_sin(
             or float (FLUX's `ids`).
         dim: int. The rotary dimension (even, at most 65536); with
             `axes_dim`, `sum(axes_dim)`.
-        max_wavelength, rope_scaling, layout, inverse_frequencies, axes_dim,
-        axes_frequencies: as in `RotaryEmbedding`.
+        max_wavelength, rope_scaling, layout, inverse_frequencies: as in
+            `RotaryEmbedding`.
+        axes_dim, axes_frequencies: as in `RotaryEmbedding`.
 
     Returns:
         `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
