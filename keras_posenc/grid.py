@@ -502,7 +502,7 @@ class GridPositionEncoding(PositionLayer):
         >>> sd3 = {"_class_name": "SD3Transformer2DModel", "sample_size": 128,
         ...        "patch_size": 2, "pos_embed_max_size": 192}
         >>> grid = keras_posenc.GridPositionEncoding.from_diffusers_config(sd3)
-        >>> grid.base_size, grid.max_grid_shape, grid.positions
+        >>> grid.base_size, list(grid.max_grid_shape), grid.positions
         (64, [192, 192], 'float32')
         """
         return cls(**_diffusers.grid_arguments(config, kwargs))

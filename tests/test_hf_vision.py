@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from _helpers import to_numpy
+from _helpers import keras3_only, to_numpy
 
 import keras_posenc
 from keras_posenc._hf import vision_types
@@ -336,6 +336,7 @@ def test_strided_cos_sin_is_pixtrals_float64_formula():
     assert np.max(np.abs(to_numpy(sin) - np.sin(angles))) < 2e-7
 
 
+@keras3_only
 def test_vision_layer_keras_file_round_trip(tmp_path):
     # Pixtral's layer (axes_frequencies="strided") in a model with ids as an
     # input: reloaded in safe mode as the same config and the same outputs.
