@@ -125,6 +125,43 @@ def test_versioned_null_truncate_reads_as_its_version_meant():
     assert RotaryEmbedding.from_config(older).rope_scaling["truncate"] is True
 
 
+@pytest.mark.parametrize(
+    ("written", "truncate"),
+    [("0.2.0", True), ("0.2.9.post1", True), ("0.3.0", False), ("0.3.0.post1", False)],
+)
+def test_null_truncate_reads_by_the_release_order(written, truncate):
+    config = RotaryEmbedding(rope_scaling=dict(YARN)).get_config()
+    config["rope_scaling"]["truncate"] = None
+    layer = RotaryEmbedding.from_config({**config, KEY: written})
+    assert layer.rope_scaling["truncate"] is truncate
+
+
+@pytest.mark.parametrize("written", ["0.3.0.dev1", "0.3.0a2", "0.3.0rc1"])
+def test_pre_release_of_a_changed_meaning_is_refused(written):
+    # Written while 0.3.0 was in development: before or after the change?
+    config = {**RotaryEmbedding(rope_scaling=dict(YARN)).get_config(), KEY: written}
+    message = (
+        f"written by keras_posenc {written}, a pre-release of 0.3.0, the version "
+        "that changed the meaning of some of its keys"
+    )
+    with pytest.raises(ValueError, match=re.escape(message) + ".*" + KEY):
+        RotaryEmbedding.from_config(config)
+
+
+def test_post_release_of_this_version_is_newer():
+    written = keras_posenc.__version__ + ".post1"
+    config = {**SinusoidalPositionEncoding().get_config(), KEY: written}
+    with pytest.raises(ValueError, match=re.escape(f"{written}, newer than")):
+        SinusoidalPositionEncoding.from_config(config)
+
+
+def test_local_label_of_this_version_is_this_version():
+    written = keras_posenc.__version__ + "+local.1"
+    config = {**SinusoidalPositionEncoding(max_wavelength=500.0).get_config()}
+    layer = SinusoidalPositionEncoding.from_config({**config, KEY: written})
+    assert layer.max_wavelength == 500.0
+
+
 @pytest.mark.parametrize("make", LAYERS)
 def test_every_layer_config_records_its_version(make):
     layer = make()
@@ -146,7 +183,9 @@ def test_config_of_a_newer_version_is_refused_by_name(make):
         type(layer).from_config(config)
 
 
-@pytest.mark.parametrize("value", ["latest", 4, None, "0.4", "v0.4.0"])
+@pytest.mark.parametrize(
+    "value", ["latest", 4, None, "0.4", "v0.4.0", "0.4.0xyz", "0.4.0.final"]
+)
 def test_version_that_is_not_a_version_is_refused(value):
     config = {**SinusoidalPositionEncoding().get_config(), KEY: value}
     if value is None:

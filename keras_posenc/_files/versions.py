@@ -19,6 +19,11 @@ from typing import Any, NamedTuple
 VERSION_KEY = "keras_posenc_version"
 # Versions as keras_posenc writes them ("0.4.0", "0.5.0.dev1", "1.0.0rc1").
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:[.+-]?[0-9A-Za-z.+-]*)?")
+# A suffix's stage (PEP 440's order: dev < a < b < rc < the release < post),
+# the local part (after "+") aside; a suffix of none of them is refused.
+_STAGE = re.compile(r"[.-]?(dev|a|alpha|b|beta|c|rc|pre|preview|post|r|rev)[.-]?(\d*)")
+_STAGES = {"dev": -4, "a": -3, "alpha": -3, "b": -2, "beta": -2, "c": -1, "rc": -1}
+_STAGES.update(pre=-1, preview=-1, post=1, r=1, rev=1)
 _EXPECTED = "the keras_posenc version that wrote the config, such as '0.4.0'"
 
 
@@ -51,6 +56,20 @@ def parse(value: Any) -> tuple[int, int, int]:
     return major, minor, patch
 
 
+def order(value: Any) -> tuple[int, int, int, int, int]:
+    """A version string's place in PEP 440's order: its release, then its
+    stage (`.devN` < `aN` < `bN` < `rcN` < the release < `.postN`), so that
+    "0.5.0.dev1" < "0.5.0" < "0.5.0.post1"; a ValueError naming it."""
+    release = parse(value)
+    suffix = re.sub(r"^\d+\.\d+\.\d+", "", value).split("+")[0].lower()
+    if not suffix:
+        return (*release, 0, 0)
+    stage = _STAGE.fullmatch(suffix)
+    if stage is None:
+        raise _invalid(value)
+    return (*release, _STAGES[stage.group(1)], int(stage.group(2) or 0))
+
+
 def _invalid(value):
     from keras_posenc._checks import arguments
 
@@ -75,14 +94,15 @@ def as_written(config: dict, layer: str, changes: tuple = ()) -> dict:
         The config as today's constructor reads it.
 
     Raises:
-        ValueError: the version is not a version, or is newer than this
-            package's (its meanings are unknown here).
+        ValueError: the version is not a version, is newer than this
+            package's (its meanings are unknown here), or is a pre-release
+            of a version in `changes` (it may have either meaning).
     """
     config = dict(config)
     written = config.pop(VERSION_KEY, None)
     if written is not None:
-        version = parse(written)
-        if version > parse(current()):
+        version = order(written)
+        if version > order(current()):
             raise ValueError(
                 f"This {layer} config was written by keras_posenc {written}, newer "
                 f"than this keras_posenc {current()}: its meaning may differ here, "
@@ -90,11 +110,19 @@ def as_written(config: dict, layer: str, changes: tuple = ()) -> dict:
                 f"{VERSION_KEY}={written!r}"
             )
     for change in changes:
-        older = (
-            change.unversioned_older(config)
-            if written is None
-            else version < change.version
-        )
+        if written is None:
+            older = change.unversioned_older(config)
+        elif version[:3] == change.version and version[3] < 0:
+            raise ValueError(
+                f"This {layer} config was written by keras_posenc {written}, a "
+                f"pre-release of {'.'.join(map(str, change.version))}, the version "
+                "that changed the meaning of some of its keys: whether it has the "
+                "old meaning or the new one is unknown, so it is not read. Save it "
+                f"again with a release of keras_posenc. Received: "
+                f"{VERSION_KEY}={written!r}"
+            )
+        else:
+            older = version < change.version
         if older:
             config = change.upgrade(config)
     return config
