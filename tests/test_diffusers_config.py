@@ -170,7 +170,7 @@ def test_a_layer_read_from_a_config_round_trips():
 def test_an_argument_read_from_the_config_may_not_be_given():
     expected = (
         "no `scale` argument to from_diffusers_config: it is read from `config` "
-        "(here 1000.0)"
+        "(here 1000.0); build the layer directly to set it"
     )
     with pytest.raises(ValueError, match=message("scale", expected, "1.0")):
         TimestepEmbedding.from_diffusers_config(config_of("flux1_dev"), scale=1.0)

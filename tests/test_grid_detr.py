@@ -367,8 +367,9 @@ def test_other_model_types_are_refused_by_name(model_type, why):
 
 def test_read_arguments_cannot_be_overridden():
     message = (
-        "GridPositionEncoding.from_hf_config takes no `offset` argument: it is "
-        "read from `config`. Build GridPositionEncoding(...) directly to set it."
+        "Received an invalid value for `offset`, expected no `offset` argument to "
+        "from_hf_config: it is read from `config` (here None); build the layer "
+        "directly to set it. Received: offset=0.5"
     )
     with pytest.raises(ValueError, match=exact(message)):
         GridPositionEncoding.from_hf_config({"model_type": "detr"}, offset=0.5)

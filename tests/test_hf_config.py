@@ -1338,7 +1338,8 @@ def test_an_argument_read_from_the_config_cannot_be_given_again():
     with pytest.raises(
         ValueError,
         match=r"`rotary_dim`, expected no `rotary_dim` argument to from_hf_config: "
-        r"it is read from `config` \(here 64\). Received: rotary_dim=32",
+        r"it is read from `config` \(here 64\); build the layer directly to set it. "
+        r"Received: rotary_dim=32",
     ):
         _hf_config.layer_arguments(LLAMA, overrides={"rotary_dim": 32})
     with pytest.raises(ValueError, match=r"expected no `rotary_dim` argument"):

@@ -273,7 +273,8 @@ def test_sub_config_that_is_not_a_dict_is_refused():
 
 @pytest.mark.parametrize("key", ["depth", "padding_id", "layout", "frequency_rule"])
 def test_arguments_read_from_the_config_are_refused(key):
-    with pytest.raises(ValueError, match=rf"takes no `{key}` argument"):
+    message = rf"expected no `{key}` argument to from_hf_config: it is read from"
+    with pytest.raises(ValueError, match=message + rf".*Received: {key}=1$"):
         SinusoidalPositionEncoding.from_hf_config({"model_type": "xglm"}, **{key: 1})
 
 

@@ -19,6 +19,7 @@ from keras_posenc._checks.echo import shortened
 from keras_posenc._diffusers import config_file as _config_file
 from keras_posenc._diffusers import models as _models
 from keras_posenc._diffusers.models import Key
+from keras_posenc._hf import config_file as _hf_json
 
 
 def _is_number(value):
@@ -156,16 +157,11 @@ def read(config):
     return Read(name, model, values)
 
 
-def _with(arguments, overrides, method):
+def _with(arguments, overrides):
     """`arguments` and the caller's `overrides`, which may not repeat one."""
-    for key, value in (overrides or {}).items():
-        if key in arguments:
-            expected = (
-                f"no `{key}` argument to {method}: it is read from `config` "
-                f"(here {shortened(arguments[key])!r})"
-            )
-            raise _arguments.invalid(key, expected, shortened(value))
-    return {**arguments, **(overrides or {})}
+    return _hf_json.with_overrides(
+        arguments, overrides, tuple(arguments), "from_diffusers_config"
+    )
 
 
 def timestep_arguments(config, overrides=None):
@@ -181,7 +177,7 @@ def timestep_arguments(config, overrides=None):
         "downscale_freq_shift": float(parsed.value(spec.downscale_freq_shift)),
         "scale": spec.scale,
     }
-    return _with(arguments, overrides, "from_diffusers_config")
+    return _with(arguments, overrides)
 
 
 def _patch_grid(parsed, spec):
@@ -253,7 +249,7 @@ def grid_arguments(config, overrides=None):
     spec = parsed.model.grid
     parsed.applies(spec, "a sin-cos grid")
     arguments = _GRIDS[type(spec)](parsed, spec)
-    return _with(arguments, overrides, "from_diffusers_config")
+    return _with(arguments, overrides)
 
 
 def rotary_arguments(config, overrides=None):
@@ -280,4 +276,4 @@ def rotary_arguments(config, overrides=None):
     # Where the model's attention holds the sequence: a default the caller
     # may change (its own layout of `q` and `k`).
     overrides = {"sequence_axis": spec.sequence_axis, **(overrides or {})}
-    return _with(arguments, overrides, "from_diffusers_config")
+    return _with(arguments, overrides)

@@ -105,12 +105,4 @@ def layer_arguments(config, overrides):
             f"{TRANSFORMERS_VERSION} (Baichuan-13B and Jais use remote code)"
         )
         raise _arguments.invalid("model_type", expected, shortened(model_type))
-    arguments = reader(config)
-    for key in overrides:
-        if key in READ:
-            raise ValueError(
-                f"AlibiBias.from_hf_config takes no `{key}` argument: it is "
-                "read from `config`. Build AlibiBias(...) directly to set it."
-            )
-    arguments.update(overrides)
-    return arguments
+    return _hf_json.with_overrides(reader(config), overrides, READ)

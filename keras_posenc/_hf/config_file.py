@@ -70,15 +70,18 @@ def check_plain(config, echo):
         stack.extend((v, depth + 1) for v in value if isinstance(v, _NESTED))
 
 
-def with_overrides(arguments, overrides, read):
+def with_overrides(arguments, overrides, read, method="from_hf_config"):
     """`arguments` read from a config, then the caller's `overrides`, which
-    may not repeat one of the keys in `read` (a `ValueError` naming it)."""
+    may not repeat one of the keys in `read` (a `ValueError` naming it and
+    the reader, `method`). Every config reader's one check of them."""
     overrides = overrides or {}
     for key in read:
         if key in overrides:
+            here = f"here {shortened(arguments[key])!r}" if key in arguments else ""
             expected = (
-                f"no `{key}` argument to from_hf_config: it is read from `config` "
-                f"(here {shortened(arguments[key])!r})"
+                f"no `{key}` argument to {method}: it is read from `config` "
+                f"({here or 'not set by this model'}); build the layer directly "
+                "to set it"
             )
             raise _arguments.invalid(key, expected, shortened(overrides[key]))
     return {**arguments, **overrides}

@@ -281,16 +281,7 @@ def layer_arguments(config, overrides):
     """The `GridPositionEncoding` arguments of `config`, with `overrides`
     (other constructor arguments, none of them one read from the config)."""
     config = _hf_json.load(config)
-    arguments = read(config)
-    for key in overrides:
-        if key in READ:
-            raise ValueError(
-                f"GridPositionEncoding.from_hf_config takes no `{key}` argument: "
-                "it is read from `config`. Build GridPositionEncoding(...) "
-                "directly to set it."
-            )
-    arguments.update(overrides)
-    return arguments
+    return _hf_json.with_overrides(read(config), overrides, READ)
 
 
 __all__ = ["MODEL_TYPES", "READ", "REFUSED", "SineType", "layer_arguments", "read"]

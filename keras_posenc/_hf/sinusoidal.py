@@ -259,12 +259,4 @@ def layer_arguments(config, overrides):
     path), with `overrides` (other constructor arguments, none of them one
     read from the config)."""
     arguments = conventions(_hf_json.load(config))
-    for key in overrides:
-        if key in READ:
-            raise ValueError(
-                f"SinusoidalPositionEncoding.from_hf_config takes no `{key}` "
-                "argument: it is read from `config`. Build "
-                "SinusoidalPositionEncoding(...) directly to set it."
-            )
-    arguments.update(overrides)
-    return arguments
+    return _hf_json.with_overrides(arguments, overrides, READ)
