@@ -219,8 +219,12 @@ def run_backends(module, argv, backends=BACKENDS):
 
 
 def block(value):
-    """Waits until `value` is computed: JAX (and CUDA torch) return early."""
-    if hasattr(value, "block_until_ready"):
+    """Waits until `value` (or each tensor of a tuple or list of them) is
+    computed: JAX (and CUDA torch) return early."""
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            block(item)
+    elif hasattr(value, "block_until_ready"):
         value.block_until_ready()
     elif getattr(value, "is_cuda", False):
         import torch

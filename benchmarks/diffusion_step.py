@@ -22,6 +22,13 @@ Each is timed eager (TensorFlow, JAX op by op, torch) and compiled
 two builds interleaved in one run (medians of `--reps`). The table gives
 the step in ms with keras-hub's layers and with the exact ones, their
 ratio and the overhead per step in percent (the goal: at most 1%).
+
+A whole step's difference is the sum of every op's noise on a shared
+machine (a few percent between two builds of the same model), so the
+position parts are also timed alone, interleaved, in the same mode: FLUX's
+`EmbedND` over the step's ids and its two timestep sinusoids (timestep and
+guidance), SD3's timestep embedding. Their difference over the keras-hub
+step is the column "parts per step", the overhead `use_exact` adds.
 """
 
 import sys
@@ -190,6 +197,53 @@ def _runners(hub_call, exact_call, x):
     return {HUB: lambda: hub_call(x), EXACT: lambda: exact_call(x)}
 
 
+def _position_parts(model, name):
+    """The calls a step makes to the layers `use_exact` swaps, as a model:
+    FLUX's `EmbedND` (RoPE of every axis) and its two timestep sinusoids,
+    or SD3's timestep embedding (its MLP included, the same in both)."""
+    if name == "sd3":
+        return lambda x: model.timestep_embedding(x["timestep"])
+
+    def flux(x):
+        ids = keras.ops.concatenate((x["text_ids"], x["image_ids"]), axis=1)
+        return (
+            model.positional_embedder(ids),
+            model.timestep_embedding(x["timesteps"], dim=256),
+            model.timestep_embedding(x["guidance"], dim=256),
+        )
+
+    return flux
+
+
+def _parts_runner(model, name, mode):
+    """`_position_parts` called as the step is in `mode`."""
+    parts = _position_parts(model, name)
+    if mode == "eager":
+        return _eager(_CallAs(parts))
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(parts, autograph=False)
+    if BACKEND == "jax":
+        import jax
+
+        return jax.jit(parts)
+    import torch
+
+    compiled = torch.compile(parts)
+    return lambda x: compiled(x)
+
+
+class _CallAs:
+    """A function called as `_eager` calls a model (`training` dropped)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, x, training=False):
+        return self.fn(x)
+
+
 def measure(name, reps, smoke, torch_compile):
     """`{mode: {keras_hub: summary, use_exact: summary, overhead}}` of one model."""
     hub, exact, inputs, size = models(name, smoke)
@@ -200,11 +254,23 @@ def measure(name, reps, smoke, torch_compile):
         times = _common.interleaved_times(_runners(make(hub), make(exact), x), reps)
         hub_times = _common.time_summary(times[HUB])
         exact_times = _common.time_summary(times[EXACT], times[HUB])
+        parts = _common.interleaved_times(
+            _runners(
+                _parts_runner(hub, name, mode), _parts_runner(exact, name, mode), x
+            ),
+            reps * 5,
+        )
+        hub_parts = _common.time_summary(parts[HUB])
+        exact_parts = _common.time_summary(parts[EXACT], parts[HUB])
+        parts_ms = exact_parts["median_ms"] - hub_parts["median_ms"]
         out[mode] = {
             HUB: hub_times,
             EXACT: exact_times,
             "overhead_ms": exact_times["median_ms"] - hub_times["median_ms"],
             "overhead": exact_times["ratio"] - 1.0,
+            "parts": {HUB: hub_parts, EXACT: exact_parts},
+            "parts_overhead_ms": parts_ms,
+            "parts_overhead": parts_ms / hub_times["median_ms"],
         }
     return out
 
@@ -224,6 +290,9 @@ def _rows(backend, section):
                     f"{entry[EXACT]['median_ms']:.2f}",
                     f"{entry[EXACT]['ratio']:.4f}x",
                     f"{entry['overhead']:+.2%}",
+                    f"{entry['parts'][HUB]['median_ms']:.3f}",
+                    f"{entry['parts'][EXACT]['median_ms']:.3f}",
+                    f"{entry['parts_overhead']:+.3%}",
                 ]
             )
     return rows
@@ -237,6 +306,9 @@ HEADER = [
     "use_exact ms",
     "ratio",
     "per step",
+    "parts keras-hub ms",
+    "parts use_exact ms",
+    "parts per step",
 ]
 
 
