@@ -327,6 +327,12 @@ CONFIG_ERRORS = [
         "0",
     ),
     (
+        {"model_type": "dab-detr", "sine_position_embedding_scale": 10**400},
+        "sine_position_embedding_scale",
+        "a finite number > 0",
+        "1" + "0" * 400,
+    ),
+    (
         {"model_type": "sam2", "vision_config": 3},
         "vision_config",
         "a dict (a sub-config)",
@@ -411,6 +417,19 @@ OPTION_ERRORS = [
     ({"sine": "detr", "temperature": 0.5}, "temperature", "a finite number > 1", "0.5"),
     ({"sine": "detr", "offset": 0.25}, "offset", "one of (0.0, 0.5)", "0.25"),
     ({"sine": "detr", "scale": -1.0}, "scale", "a finite number > 0", "-1.0"),
+    # Too large for a float: refused like infinity, not a raw OverflowError.
+    (
+        {"sine": "detr", "scale": 10**400},
+        "scale",
+        "a finite number > 0",
+        "1" + "0" * 400,
+    ),
+    (
+        {"sine": "rt_detr", "temperature": 10**400},
+        "temperature",
+        "a finite number > 1",
+        "1" + "0" * 400,
+    ),
     ({"sine": "detr", "normalize": 1}, "normalize", "a bool", "1"),
     (
         {"sine": "detr", "normalize": False, "scale": 1.0},

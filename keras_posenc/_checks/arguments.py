@@ -81,13 +81,22 @@ def check_depth(value, name="depth"):
 
 def check_wavelength(value, name="max_wavelength"):
     """A finite float > 0 (Python, numpy, or an int too large for a float)."""
+    return check_number_above(name, value, 0.0)
+
+
+def check_number_above(name, value, low, echo=None):
+    """`value` as a finite float > `low` (a Python or numpy real, not a bool;
+    an int too large for a float is refused like infinity); `echo`: what the
+    message shows of it (the value itself by default)."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     try:
         number = float(value) if ok else math.nan
     except OverflowError:
         number = math.inf
-    if not math.isfinite(number) or number <= 0:
-        raise invalid(name, "a finite number > 0", value)
+    if not math.isfinite(number) or number <= low:
+        raise invalid(
+            name, f"a finite number > {low:g}", value if echo is None else echo
+        )
     return number
 
 

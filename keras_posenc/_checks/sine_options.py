@@ -33,7 +33,6 @@ value (transformers 5.24):
 
 import dataclasses
 import math
-import numbers
 
 from keras import backend
 
@@ -62,13 +61,6 @@ _MAE_DEFAULTS = {
 }
 
 
-def _number(name, value, low=0.0):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not ok or not math.isfinite(float(value)) or float(value) <= low:
-        raise invalid(name, f"a finite number > {low:g}", value)
-    return float(value)
-
-
 def _temperature(value):
     """A number > 1, or a ``(height, width)`` pair of them (DAB-DETR)."""
     if isinstance(value, (tuple, list)):
@@ -76,8 +68,10 @@ def _temperature(value):
             raise invalid(
                 "temperature", "a number > 1, or a (height, width) pair", value
             )
-        return tuple(_number("temperature", v, 1.0) for v in value)
-    return _number("temperature", value, 1.0)
+        return tuple(
+            _arguments.check_number_above("temperature", v, 1.0) for v in value
+        )
+    return _arguments.check_number_above("temperature", value, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +134,9 @@ class SineOptions:
                 raise invalid("offset", f"one of {OFFSETS}", value)
             object.__setattr__(self, "offset", float(value))
         if self.scale is not None:
-            object.__setattr__(self, "scale", _number("scale", self.scale))
+            object.__setattr__(
+                self, "scale", _arguments.check_number_above("scale", self.scale, 0.0)
+            )
         if self.normalize is False:
             why = "with normalize=False (it applies when normalizing)"
             self._refuse(("offset", "scale"), "", why)

@@ -15,8 +15,6 @@ what it uses instead (`REFUSED`).
 """
 
 import dataclasses
-import math
-import numbers
 
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
@@ -218,10 +216,7 @@ def _width(kind, config):
 
 
 def _number(name, value, low):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not ok or not math.isfinite(float(value)) or float(value) <= low:
-        raise _arguments.invalid(name, f"a finite number > {low:g}", shortened(value))
-    return float(value)
+    return _arguments.check_number_above(name, value, low, echo=shortened(value))
 
 
 def _temperature(kind, config):
