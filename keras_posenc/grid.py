@@ -137,7 +137,8 @@ def grid_sincos_table(
         pixel_mask: bool `[batch, H, W]` or `None` (`sine="detr"` only):
             True at valid cells of padded images, which are then each
             normalized by their own valid height and width (DETR's
-            `pixel_mask` at the feature map's resolution).
+            `pixel_mask` at the feature map's resolution; at most 8192 cells
+            a side).
         dtype: floating dtype of the result. Defaults to `"float32"`.
 
     Returns:
@@ -247,8 +248,9 @@ class GridPositionEncoding(PositionLayer):
             call. Defaults to the layer's.
         pixel_mask: bool tensor `[batch, H, W]` or `None` (`sine="detr"`
             only): True at the valid cells of padded images, at the
-            feature map's resolution; each image is normalized by its own
-            valid height and width. Defaults to `None` (all valid).
+            feature map's resolution (at most 8192 cells a side); each
+            image is normalized by its own valid height and width. Defaults
+            to `None` (all valid).
 
     Input shape:
         `(batch, H, W, C)`, `(batch, T, H, W, C)` or `(batch, N, C)`.

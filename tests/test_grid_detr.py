@@ -503,6 +503,15 @@ INPUT_ERRORS = [
         "None with sine='mae' (only DETR's sine takes a mask)",
         "'<shape=(2, 4, 5)>'",
     ),
+    (  # host work bounded before it starts (a table row per line length)
+        {"sine": "detr"},
+        (1, 2, 8193, 4),
+        np.ones((1, 2, 8193), bool),
+        "pixel_mask",
+        "a mask of a feature map of at most 8192 rows and columns (the normalized "
+        "DETR sine keeps a table row per valid line length)",
+        "'<shape=(1, 2, 8193)>'",
+    ),
     (
         {"sine": "detr"},
         (2, 20, 16),

@@ -48,6 +48,11 @@ _COMPILED = 8
 # least this): one table serves every smaller feature map (host work, about
 # 10 ms a row, once per bucket).
 _MIN_BUCKET = 64
+# The largest side of a masked feature map: its table's rows (line lengths
+# up to 8192) take seconds of host work once (about 1.6 ms a row at 256
+# channels); a larger map would take minutes before any check of bytes
+# (DETR's maps are tens to hundreds of cells a side).
+MAX_MASKED_SIDE = 8192
 # Digits of the host arithmetic: the largest turns (a line with no valid
 # cell, ``N = 0``: ``scale / (2 pi eps)``, about 1e6) keep more than 60
 # correct digits below the point.
@@ -266,6 +271,15 @@ class SineRows:
         for axis, size in enumerate(sizes):
             counts = ops.cumsum(mask, axis=axis + 1)
             if self.options.normalizes:
+                if size > MAX_MASKED_SIDE:
+                    expected = (
+                        f"a mask of a feature map of at most {MAX_MASKED_SIDE} rows "
+                        "and columns (the normalized DETR sine keeps a table row "
+                        "per valid line length)"
+                    )
+                    raise _arguments.invalid(
+                        "pixel_mask", expected, f"<shape={tuple(pixel_mask.shape)}>"
+                    )
                 bucket = 1 << max(_MIN_BUCKET.bit_length() - 1, (size - 1).bit_length())
                 _arguments.check_table_bytes(bucket + 1, 9 * self.count, "pixel_mask")
                 last = counts[:, -1:, :] if axis == 0 else counts[:, :, -1:]
@@ -278,4 +292,11 @@ class SineRows:
         return ops.concatenate(channels, axis=-1)
 
 
-__all__ = ["SineRows", "axis_tables", "axis_turns", "line_factor", "pairs"]
+__all__ = [
+    "MAX_MASKED_SIDE",
+    "SineRows",
+    "axis_tables",
+    "axis_turns",
+    "line_factor",
+    "pairs",
+]
