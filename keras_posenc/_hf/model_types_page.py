@@ -71,7 +71,7 @@ def model_types_page():
         "is read wrongly; every other one is refused by name. A config without "
         "`model_type` is read as Llama reads the standard keys.",
         "",
-        "This page is generated from `keras_posenc/_hf/model_types.py` (written by "
+        "This page is generated from `keras_posenc/_hf/model_types.json` (written by "
         "`tests/golden/hf/make_survey.py`, whose evidence is "
         "`tests/golden/hf/survey.json`); a test keeps it up to date.",
         "",
