@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     >>> from keras_posenc import cli
     >>> cli.main(["--version"])
-    keras-posenc 0.5.0
+    keras-posenc 0.5.1
     0
     """
     whole_process = argv is None

@@ -89,6 +89,25 @@ def _cases():
             ("grid", (3, 4, 16), lambda: kp.GridPositionEncoding()),
             ("alibi", (4, 3, 5), lambda: kp.AlibiBias()),
         ]
+    if hasattr(kp.SinusoidalPositionEncoding, "from_hf_config"):  # 0.5.0
+        cases += [
+            (
+                "sinusoidal_fairseq",
+                (12, 9),
+                lambda: kp.SinusoidalPositionEncoding(
+                    frequency_rule="tensor2tensor",
+                    layout="concatenated",
+                    odd_depth="zero",
+                    position_offset=2,
+                ),
+            ),
+            ("grid_detr", (3, 4, 16), lambda: kp.GridPositionEncoding(sine="detr")),
+            (
+                "grid_rt_detr",
+                (3, 4, 16),
+                lambda: kp.GridPositionEncoding(sine="rt_detr", temperature=20.0),
+            ),
+        ]
     return cases
 
 
