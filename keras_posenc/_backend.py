@@ -523,6 +523,19 @@ def take_rows(table, indices):
     return ops.take(table, indices, axis=0)
 
 
+def distinct(x):
+    """``(values, index)`` of a 1-D tensor: its distinct values and, for each
+    element, the index of its value (``values[index] == x``). TensorFlow
+    (eager or a plain graph, not XLA) and torch only: the count is dynamic."""
+    if NAME == "tensorflow":
+        import tensorflow as tf
+
+        return tf.unique(x, out_idx=tf.int32)
+    import torch
+
+    return torch.unique(x, return_inverse=True)
+
+
 def slice_rows(table, start, length):
     """``table[start : start + length]`` for a start in range.
 

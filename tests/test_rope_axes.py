@@ -236,6 +236,21 @@ def test_grid_position_ids():
 
 
 @compiled
+def test_repeated_ids_give_the_bits_of_each_id_alone(rng):
+    # Eager TF and torch run the engine on each axis's distinct ids and
+    # gather (FLUX's grid ids repeat along every axis): the same bits as
+    # each id computed alone.
+    ids = (_ids(rng, 12, 2**20) * 0.75).astype("float32")
+    repeated = ids[rng.integers(0, 12, size=300)]
+    cos, sin = rotary_cos_sin(repeated, 128, axes_dim=FLUX_AXES)
+    for row in (0, 150, 299):
+        one_cos, one_sin = rotary_cos_sin(
+            repeated[row : row + 1], 128, axes_dim=FLUX_AXES
+        )
+        np.testing.assert_array_equal(to_numpy(cos)[row], to_numpy(one_cos)[0])
+        np.testing.assert_array_equal(to_numpy(sin)[row], to_numpy(one_sin)[0])
+
+
 def test_compiled_equals_eager_and_bad_float_ids_are_nan(rng):
     # Under jax.jit / XLA: the eager values; NaN rows for NaN or 2**31 ids.
     ids = (_ids(rng, 8, 2**20) * 0.75).astype("float32")
