@@ -6,15 +6,17 @@ diffusers, its 1-D form, and CogVideoX's 3-D one, exact to float32
 rounding (`_exact/grid_rows.py`).
 """
 
-import math
 from typing import Any
 
 from keras import backend, ops
 
 from keras_posenc import _backend
 from keras_posenc._checks import arguments as _arguments
-from keras_posenc._checks.grid_options import GridOptions, check_grid_shape
-from keras_posenc._checks.positions import Check
+from keras_posenc._checks.grid_options import (
+    GridOptions,
+    call_grid,
+    check_grid_shape,
+)
 from keras_posenc._checks.sine_options import SineOptions, check_pixel_mask
 from keras_posenc._diffusers import layers as _diffusers
 from keras_posenc._exact.detr_rows import SineRows
@@ -384,63 +386,15 @@ class GridPositionEncoding(PositionLayer):
             rows = self._rows[rank] = _backend.host_work(_made_rows)(axes, self._dim)
         return rows
 
-    def _grid(self, inputs, grid_shape):
-        """The call's grid sizes (ints, or int32 tensors in a TF graph) and
-        the run-time checks that the tokens fit them."""
-        shape = tuple(inputs.shape)
-        if len(shape) > 3:
-            dims = ops.shape(inputs)[1:-1]
-            known = shape[1:-1]
-            if grid_shape is not None and tuple(grid_shape) != known:
-                raise _arguments.invalid(
-                    "grid_shape", f"the grid of the inputs, {known}", grid_shape
-                )
-            pairs = zip(known, dims, strict=True)
-            return [k if k is not None else d for k, d in pairs], ()
-        extra = self._options.extra_tokens
-        tokens = shape[1]
-        if grid_shape is None:
-            if tokens is not None:
-                if tokens <= extra:
-                    raise _arguments.invalid(
-                        "inputs",
-                        f"[batch, N, C] tokens with N > extra_tokens={extra}",
-                        f"<shape={shape}>",
-                    )
-                return [tokens - extra], ()
-            tokens = ops.shape(inputs)[1]
-            # At least one grid row, so that no op sees a negative size
-            # (under XLA the check cannot stop them).
-            check = Check(
-                ops.greater(tokens, extra),
-                "Received an invalid value for `inputs`: expected more than "
-                f"extra_tokens={extra} tokens",
-            )
-            return [ops.maximum(tokens - extra, 1)], (check,)
-        sizes = check_grid_shape("grid_shape", grid_shape)
-        needed = extra + math.prod(sizes)
-        if tokens is not None and tokens != needed:
-            raise _arguments.invalid(
-                "grid_shape",
-                f"a grid of the inputs' {tokens} tokens after extra_tokens={extra}",
-                grid_shape,
-            )
-        if tokens is not None:
-            return list(sizes), ()
-        check = Check(
-            ops.equal(ops.shape(inputs)[1], needed),
-            f"Received an invalid value for `grid_shape`: expected {needed} tokens "
-            f"(extra_tokens={extra} and the grid {sizes}) in `inputs`",
-        )
-        return list(sizes), (check,)
-
     @_backend.on_keras_device
     def call(self, inputs: Any, grid_shape: Any = None, pixel_mask: Any = None) -> Any:
         dtype = _backend.dtype_name(inputs)
         if not backend.is_float_dtype(dtype):
             raise _arguments.invalid("inputs", "a floating tensor", f"<dtype={dtype}>")
         check_pixel_mask(self._sines, pixel_mask, tuple(inputs.shape)[:3])
-        sizes, checks = self._grid(inputs, grid_shape or self._options.grid_shape)
+        sizes, checks = call_grid(
+            inputs, grid_shape or self._options.grid_shape, self._options.extra_tokens
+        )
         if self._sines.sine != "mae":
             table = self._sine_rows(sizes, pixel_mask)
         else:

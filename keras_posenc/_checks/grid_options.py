@@ -8,9 +8,13 @@ interpolation scale per axis) are checked by `for_rank`.
 
 import dataclasses
 import fractions
+import math
+
+from keras import ops
 
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.arguments import invalid
+from keras_posenc._checks.positions import Check
 
 POSITIONS = ("exact", "float32")
 CROPS = ("center", "top_left")
@@ -33,6 +37,59 @@ def check_grid_shape(name, value, allow_none=False):
             name, "a tuple of 1 to 3 positive integers (e.g. (16, 16))", value
         )
     return tuple(int(v) for v in value)
+
+
+def call_grid(inputs, grid_shape, extra):
+    """A layer call's grid: the sizes (ints, or int32 tensors in a TF graph)
+    of `grid_shape` on `inputs` (`[batch, *grid, C]`, or `[batch, N, C]`
+    tokens, `extra` of them before the grid), and the run-time checks that
+    the tokens fit them; a `ValueError` naming `grid_shape` or `inputs` for
+    what is known not to fit."""
+    shape = tuple(inputs.shape)
+    if len(shape) > 3:
+        dims = ops.shape(inputs)[1:-1]
+        known = shape[1:-1]
+        if grid_shape is not None and tuple(grid_shape) != known:
+            raise _arguments.invalid(
+                "grid_shape", f"the grid of the inputs, {known}", grid_shape
+            )
+        pairs = zip(known, dims, strict=True)
+        return [k if k is not None else d for k, d in pairs], ()
+    tokens = shape[1]
+    if grid_shape is None:
+        if tokens is not None:
+            if tokens <= extra:
+                raise _arguments.invalid(
+                    "inputs",
+                    f"[batch, N, C] tokens with N > extra_tokens={extra}",
+                    f"<shape={shape}>",
+                )
+            return [tokens - extra], ()
+        tokens = ops.shape(inputs)[1]
+        # At least one grid row, so that no op sees a negative size
+        # (under XLA the check cannot stop them).
+        check = Check(
+            ops.greater(tokens, extra),
+            "Received an invalid value for `inputs`: expected more than "
+            f"extra_tokens={extra} tokens",
+        )
+        return [ops.maximum(tokens - extra, 1)], (check,)
+    sizes = check_grid_shape("grid_shape", grid_shape)
+    needed = extra + math.prod(sizes)
+    if tokens is not None and tokens != needed:
+        raise _arguments.invalid(
+            "grid_shape",
+            f"a grid of the inputs' {tokens} tokens after extra_tokens={extra}",
+            grid_shape,
+        )
+    if tokens is not None:
+        return list(sizes), ()
+    check = Check(
+        ops.equal(ops.shape(inputs)[1], needed),
+        f"Received an invalid value for `grid_shape`: expected {needed} tokens "
+        f"(extra_tokens={extra} and the grid {sizes}) in `inputs`",
+    )
+    return list(sizes), (check,)
 
 
 def _check_scale(value):
