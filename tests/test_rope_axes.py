@@ -235,22 +235,25 @@ def test_grid_position_ids():
 # -- compiled -------------------------------------------------------------------------
 
 
-@compiled
-def test_repeated_ids_give_the_bits_of_each_id_alone(rng):
+def test_repeated_ids_equal_flux_rope_and_each_id_alone(rng):
     # Eager TF and torch run the engine on each axis's distinct ids and
-    # gather (FLUX's grid ids repeat along every axis): the same bits as
-    # each id computed alone.
+    # gather (FLUX's grid ids repeat along every axis): the float64 values,
+    # and each row the bits of its id computed alone.
     ids = (_ids(rng, 12, 2**20) * 0.75).astype("float32")
     repeated = ids[rng.integers(0, 12, size=300)]
-    cos, sin = rotary_cos_sin(repeated, 128, axes_dim=FLUX_AXES)
+    got = rotary_cos_sin(repeated, 128, axes_dim=FLUX_AXES, layout="interleaved")
+    want = cos_sin_of(flux_embed_nd(repeated, FLUX_AXES))
+    for g, w in zip(got, want, strict=True):
+        assert max_diff(to_numpy(g), w) < TOL
     for row in (0, 150, 299):
-        one_cos, one_sin = rotary_cos_sin(
-            repeated[row : row + 1], 128, axes_dim=FLUX_AXES
+        alone = rotary_cos_sin(
+            repeated[row : row + 1], 128, axes_dim=FLUX_AXES, layout="interleaved"
         )
-        np.testing.assert_array_equal(to_numpy(cos)[row], to_numpy(one_cos)[0])
-        np.testing.assert_array_equal(to_numpy(sin)[row], to_numpy(one_sin)[0])
+        for g, a in zip(got, alone, strict=True):
+            np.testing.assert_array_equal(to_numpy(g)[row], to_numpy(a)[0])
 
 
+@compiled
 def test_compiled_equals_eager_and_bad_float_ids_are_nan(rng):
     # Under jax.jit / XLA: the eager values; NaN rows for NaN or 2**31 ids.
     ids = (_ids(rng, 8, 2**20) * 0.75).astype("float32")

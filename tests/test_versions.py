@@ -24,6 +24,7 @@ from keras_posenc import (
     SinusoidalPositionEncoding,
     TimestepEmbedding,
 )
+from keras_posenc._files.versions import order
 
 FILES = os.path.join(ROOT, "tests", "golden", "keras_files")
 KERAS_FILES = sorted(glob.glob(os.path.join(FILES, "v*", "*.keras")))
@@ -148,6 +149,31 @@ def test_pre_release_of_a_changed_meaning_is_refused(written):
     )
     with pytest.raises(ValueError, match=re.escape(message) + ".*" + KEY):
         RotaryEmbedding.from_config(config)
+
+
+def test_a_pre_release_build_reads_its_own_configs(monkeypatch):
+    # Its own configs have its meaning, even as a pre-release of a change.
+    monkeypatch.setattr(keras_posenc, "__version__", "0.3.0rc1")
+    config = RotaryEmbedding(rope_scaling=dict(YARN)).get_config()
+    config["rope_scaling"]["truncate"] = None
+    assert config[KEY] == "0.3.0rc1"
+    assert RotaryEmbedding.from_config(config).rope_scaling["truncate"] is False
+
+
+def test_compound_suffixes_are_ordered_as_pep_440_orders_them():
+    written = [
+        "0.5.0.dev1",
+        "0.5.0a1",
+        "0.5.0a1.post1",
+        "0.5.0rc1.dev2",
+        "0.5.0rc1",
+        "0.5.0",
+        "0.5.0.post1.dev3+gabc",
+        "0.5.0.post1",
+    ]
+    assert sorted(reversed(written), key=order) == written
+    assert order("0.5.0-1") == order("0.5.0.post1")
+    assert order("0.5.0+local.7") == order("0.5.0")
 
 
 def test_post_release_of_this_version_is_newer():

@@ -19,11 +19,20 @@ from typing import Any, NamedTuple
 VERSION_KEY = "keras_posenc_version"
 # Versions as keras_posenc writes them ("0.4.0", "0.5.0.dev1", "1.0.0rc1").
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:[.+-]?[0-9A-Za-z.+-]*)?")
-# A suffix's stage (PEP 440's order: dev < a < b < rc < the release < post),
-# the local part (after "+") aside; a suffix of none of them is refused.
-_STAGE = re.compile(r"[.-]?(dev|a|alpha|b|beta|c|rc|pre|preview|post|r|rev)[.-]?(\d*)")
-_STAGES = {"dev": -4, "a": -3, "alpha": -3, "b": -2, "beta": -2, "c": -1, "rc": -1}
-_STAGES.update(pre=-1, preview=-1, post=1, r=1, rev=1)
+# PEP 440's optional parts after the release, in their order: a pre-release
+# (a, b, rc), a post-release (".postN", or "-N"), a development release
+# (".devN"), a local label ("+..."); separators and spelling as PEP 440
+# normalizes them.
+_SUFFIX = re.compile(
+    r"(?:[-_.]?(?P<pre>a|alpha|b|beta|c|rc|pre|preview)[-_.]?(?P<pre_n>\d*))?"
+    r"(?:-(?P<post_implicit>\d+)|[-_.]?(?P<post>post|rev|r)[-_.]?(?P<post_n>\d*))?"
+    r"(?:[-_.]?(?P<dev>dev)[-_.]?(?P<dev_n>\d*))?"
+    r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
+    re.IGNORECASE,
+)
+_PRE = {"a": -3, "alpha": -3, "b": -2, "beta": -2, "c": -1, "rc": -1}
+_PRE.update(pre=-1, preview=-1)
+_NONE = 1 << 62  # no dev part sorts after every devN
 _EXPECTED = "the keras_posenc version that wrote the config, such as '0.4.0'"
 
 
@@ -56,18 +65,27 @@ def parse(value: Any) -> tuple[int, int, int]:
     return major, minor, patch
 
 
-def order(value: Any) -> tuple[int, int, int, int, int]:
+def order(value: Any) -> tuple[int, ...]:
     """A version string's place in PEP 440's order: its release, then its
-    stage (`.devN` < `aN` < `bN` < `rcN` < the release < `.postN`), so that
-    "0.5.0.dev1" < "0.5.0" < "0.5.0.post1"; a ValueError naming it."""
+    pre-release, post-release and development parts (a local label aside),
+    so that "0.5.0.dev1" < "0.5.0a1" < "0.5.0rc1.dev2" < "0.5.0rc1" <
+    "0.5.0" < "0.5.0.post1.dev3" < "0.5.0.post1"; a ValueError naming it."""
     release = parse(value)
-    suffix = re.sub(r"^\d+\.\d+\.\d+", "", value).split("+")[0].lower()
-    if not suffix:
-        return (*release, 0, 0)
-    stage = _STAGE.fullmatch(suffix)
-    if stage is None:
+    parts = _SUFFIX.fullmatch(re.sub(r"^\d+\.\d+\.\d+", "", value))
+    if parts is None:
         raise _invalid(value)
-    return (*release, _STAGES[stage.group(1)], int(stage.group(2) or 0))
+    pre, dev = parts["pre"], parts["dev"]
+    post = parts["post_implicit"] or parts["post_n"]
+    is_post = post is not None or parts["post"] is not None
+    if pre is not None:
+        pre_key = (_PRE[pre.lower()], int(parts["pre_n"] or 0))
+    elif dev is not None and not is_post:
+        pre_key = (-4, 0)  # "1.0.0.dev1" before "1.0.0a1"
+    else:
+        pre_key = (0, 0)
+    post_key = int(post or 0) if is_post else -1
+    dev_key = _NONE if dev is None else int(parts["dev_n"] or 0)
+    return (*release, *pre_key, post_key, dev_key)
 
 
 def _invalid(value):
@@ -101,8 +119,8 @@ def as_written(config: dict, layer: str, changes: tuple = ()) -> dict:
     config = dict(config)
     written = config.pop(VERSION_KEY, None)
     if written is not None:
-        version = order(written)
-        if version > order(current()):
+        version, today = order(written), order(current())
+        if version > today:
             raise ValueError(
                 f"This {layer} config was written by keras_posenc {written}, newer "
                 f"than this keras_posenc {current()}: its meaning may differ here, "
@@ -112,7 +130,11 @@ def as_written(config: dict, layer: str, changes: tuple = ()) -> dict:
     for change in changes:
         if written is None:
             older = change.unversioned_older(config)
-        elif version[:3] == change.version and version[3] < 0:
+        elif (  # not this build's own: a pre-release of the change
+            version != today
+            and version[:3] == change.version
+            and version < (*change.version, 0, 0, -1, _NONE)
+        ):
             raise ValueError(
                 f"This {layer} config was written by keras_posenc {written}, a "
                 f"pre-release of {'.'.join(map(str, change.version))}, the version "
@@ -121,8 +143,8 @@ def as_written(config: dict, layer: str, changes: tuple = ()) -> dict:
                 f"again with a release of keras_posenc. Received: "
                 f"{VERSION_KEY}={written!r}"
             )
-        else:
-            older = version < change.version
+        else:  # this build's own configs have today's meaning
+            older = version != today and version[:3] < change.version
         if older:
             config = change.upgrade(config)
     return config
@@ -151,6 +173,7 @@ __all__ = [
     "Change",
     "Versioned",
     "as_written",
+    "order",
     "current",
     "parse",
     "stamped",
