@@ -231,7 +231,12 @@ def _parts_runner(model, name, mode):
     import torch
 
     compiled = torch.compile(parts)
-    return lambda x: compiled(x)
+
+    def call(x):
+        with torch.no_grad():  # as the compiled step runs
+            return compiled(x)
+
+    return call
 
 
 class _CallAs:

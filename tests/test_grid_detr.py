@@ -374,7 +374,8 @@ def test_other_model_types_are_refused_by_name(model_type, why):
 def test_read_arguments_cannot_be_overridden():
     message = (
         "Received an invalid value for `offset`, expected no `offset` argument to "
-        "from_hf_config: it is read from `config` (here None); build the layer "
+        "from_hf_config: it is read from `config` (this model leaves it at the "
+        "layer's default); build the layer "
         "directly to set it. Received: offset=0.5"
     )
     with pytest.raises(ValueError, match=exact(message)):

@@ -77,11 +77,15 @@ def with_overrides(arguments, overrides, read, method="from_hf_config"):
     overrides = overrides or {}
     for key in read:
         if key in overrides:
-            here = f"here {shortened(arguments[key])!r}" if key in arguments else ""
+            read = arguments.get(key)
+            here = (
+                "this model leaves it at the layer's default"
+                if read is None
+                else f"here {shortened(read)!r}"
+            )
             expected = (
                 f"no `{key}` argument to {method}: it is read from `config` "
-                f"({here or 'not set by this model'}); build the layer directly "
-                "to set it"
+                f"({here}); build the layer directly to set it"
             )
             raise _arguments.invalid(key, expected, shortened(overrides[key]))
     return {**arguments, **overrides}
