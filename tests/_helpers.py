@@ -107,6 +107,38 @@ def encode_positions(loaded, positions):
     return signature(positions=tf.constant(positions, tf.int32))["encoding"].numpy()
 
 
+def keras_file_round_trip(model, path):
+    """`model` saved as the `.keras` file `path`, and loaded back."""
+    model.save(str(path))
+    return keras.saving.load_model(str(path))
+
+
+def assert_layer_round_trips(model, layer, x, tmp_path):
+    """Saves `model` (which holds `layer`) as a `.keras` file and loads it:
+    the loaded layer (found by `layer`'s name) has `layer`'s class and
+    config, and the loaded model's output on `x` is the model's, bit for
+    bit. Returns the loaded layer."""
+    loaded = keras_file_round_trip(model, tmp_path / "model.keras")
+    again = loaded.get_layer(layer.name)
+    assert isinstance(again, type(layer))
+    assert again.get_config() == layer.get_config()
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+    return again
+
+
+def assert_outputs_within(after, before, bound):
+    """Each output of the dict `after` within `bound` of `before`'s."""
+    for key in before:
+        assert max_diff(after[key], before[key]) < bound
+
+
+def assert_outputs_close(again, after, atol):
+    """Each output of the dict `again` close to `after`'s (`assert_allclose`
+    with `atol`)."""
+    for key in after:
+        np.testing.assert_allclose(again[key], after[key], atol=atol)
+
+
 def max_diff(a, b):
     """The largest absolute difference in float64 (0 for empty arrays)."""
     a, b = np.asarray(a), np.asarray(b)

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, keras, reference, to_numpy
+from _helpers import BACKEND, LEGACY, keras, keras_file_round_trip, reference, to_numpy
 from keras import ops
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -703,9 +703,7 @@ def test_saved_after_use_exact_loads_exact_with_the_same_outputs(family, tmp_pat
     # The .keras file rebuilds keras-hub's model, then its exact layers.
     backbone, x = _backbone(family), _inputs(family)
     compat.use_exact(backbone)
-    path = str(tmp_path / "model.keras")
-    backbone.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = keras_file_round_trip(backbone, tmp_path / "model.keras")
     kinds = {type(layer).__module__ for layer in _position_layers(loaded)}
     assert kinds and all(k.startswith("keras_posenc.compat") for k in kinds)
     _assert_close(_outputs(loaded, x), _outputs(backbone, x))

@@ -6,7 +6,17 @@ The reference is a float64 transcription of keras-hub's
 
 import numpy as np
 import pytest
-from _helpers import LEGACY, TOL, keras, max_diff, only_tensorflow, to_numpy
+from _helpers import (
+    LEGACY,
+    TOL,
+    assert_outputs_close,
+    assert_outputs_within,
+    keras,
+    keras_file_round_trip,
+    max_diff,
+    only_tensorflow,
+    to_numpy,
+)
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -144,13 +154,8 @@ def test_use_exact_on_a_d_fine_backbone(rng, tmp_path):
     for a, b in zip(encoder.weights, weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), b)
     after = backbone.predict_on_batch(images)
-    for key in before:
-        assert max_diff(after[key], before[key]) < 1e-5
+    assert_outputs_within(after, before, 1e-5)
     assert compat.use_exact(backbone) == 0
-    path = str(tmp_path / "d_fine.keras")
-    backbone.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = keras_file_round_trip(backbone, tmp_path / "d_fine.keras")
     assert isinstance(loaded.encoder, ExactSincos)
-    again = loaded.predict_on_batch(images)
-    for key in after:
-        np.testing.assert_allclose(again[key], after[key], atol=1e-6)
+    assert_outputs_close(loaded.predict_on_batch(images), after, atol=1e-6)
