@@ -12,6 +12,8 @@ uses any keras_posenc code.
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -107,6 +109,14 @@ def encode_positions(loaded, positions):
     return signature(positions=tf.constant(positions, tf.int32))["encoding"].numpy()
 
 
+def run_python(code, *args, **options):
+    """`python -c code args...` in a fresh interpreter, its output captured
+    as text (`subprocess.run`; `options` such as `env`, `cwd`, `check`)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, **options
+    )
+
+
 def keras_file_round_trip(model, path):
     """`model` saved as the `.keras` file `path`, and loaded back."""
     model.save(str(path))
@@ -124,19 +134,6 @@ def assert_layer_round_trips(model, layer, x, tmp_path):
     assert again.get_config() == layer.get_config()
     np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
     return again
-
-
-def assert_outputs_within(after, before, bound):
-    """Each output of the dict `after` within `bound` of `before`'s."""
-    for key in before:
-        assert max_diff(after[key], before[key]) < bound
-
-
-def assert_outputs_close(again, after, atol):
-    """Each output of the dict `again` close to `after`'s (`assert_allclose`
-    with `atol`)."""
-    for key in after:
-        np.testing.assert_allclose(again[key], after[key], atol=atol)
 
 
 def max_diff(a, b):

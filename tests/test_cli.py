@@ -18,7 +18,15 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, keras, needs_tensorflow, reference
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    TOL,
+    keras,
+    needs_tensorflow,
+    reference,
+    run_python,
+)
 
 import keras_posenc
 from keras_posenc import _tensorflow, cli, demo
@@ -151,12 +159,7 @@ def test_every_dotted_name_the_docs_use_resolves_after_a_plain_import():
     # each submodule loads on first use, as the public names do.
     names = _documented_names()
     assert {"keras_posenc.compat.use_exact", "keras_posenc.plot.heatmap"} <= set(names)
-    done = subprocess.run(
-        [sys.executable, "-c", _RESOLVE_SCRIPT, *names],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **QUIET},
-    )
+    done = run_python(_RESOLVE_SCRIPT, *names, env={**os.environ, **QUIET})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["[]"], done.stdout
 
@@ -175,12 +178,7 @@ def test_import_registers_the_layers_for_keras_files():
         "f'keras_posenc>{n}') is not None for n in "
         "('SinusoidalPositionEncoding', 'RotaryEmbedding', 'AlibiBias')))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **QUIET},
-    )
+    done = run_python(script, env={**os.environ, **QUIET})
     assert done.stdout.strip() == "True", done.stderr[-2000:]
 
 
@@ -942,10 +940,11 @@ def test_command_on_keras_default_backend_without_tensorflow_says_what_to_set(
         "from keras_posenc import cli; sys.exit(cli.main())"
     )
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    done = subprocess.run(
-        [sys.executable, "-c", script, "plot", "--out", str(tmp_path / "x.png")],
-        capture_output=True,
-        text=True,
+    done = run_python(
+        script,
+        "plot",
+        "--out",
+        str(tmp_path / "x.png"),
         env={**env, "KERAS_HOME": str(tmp_path / "keras")},
     )
     assert (done.returncode, done.stdout) == (1, "")

@@ -6,17 +6,7 @@ The reference is a float64 transcription of keras-hub's
 
 import numpy as np
 import pytest
-from _helpers import (
-    LEGACY,
-    TOL,
-    assert_outputs_close,
-    assert_outputs_within,
-    keras,
-    keras_file_round_trip,
-    max_diff,
-    only_tensorflow,
-    to_numpy,
-)
+from _helpers import LEGACY, TOL, keras, max_diff, only_tensorflow, to_numpy
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -138,7 +128,7 @@ def _d_fine_backbone():
     )
 
 
-def test_use_exact_on_a_d_fine_backbone(rng, tmp_path):
+def test_use_exact_on_a_d_fine_backbone(rng, exact_and_saved):
     # A tiny D-FINE of unknown image size, compiled (`predict_on_batch`):
     # the encoder stays the same object, weights and all, with the exact
     # sine; at these 4 x 6 maps keras-hub's is within float32 noise of it.
@@ -153,9 +143,5 @@ def test_use_exact_on_a_d_fine_backbone(rng, tmp_path):
     assert encoder.build_2d_sincos_position_embedding is rt_detr_sincos
     for a, b in zip(encoder.weights, weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), b)
-    after = backbone.predict_on_batch(images)
-    assert_outputs_within(after, before, 1e-5)
-    assert compat.use_exact(backbone) == 0
-    loaded = keras_file_round_trip(backbone, tmp_path / "d_fine.keras")
+    loaded = exact_and_saved(backbone, images, before, "d_fine.keras")
     assert isinstance(loaded.encoder, ExactSincos)
-    assert_outputs_close(loaded.predict_on_batch(images), after, atol=1e-6)

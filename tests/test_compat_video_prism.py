@@ -7,17 +7,7 @@ The reference is a float64 transcription of keras-hub's
 
 import numpy as np
 import pytest
-from _helpers import (
-    LEGACY,
-    TOL,
-    assert_layer_round_trips,
-    assert_outputs_close,
-    assert_outputs_within,
-    keras,
-    keras_file_round_trip,
-    max_diff,
-    to_numpy,
-)
+from _helpers import LEGACY, TOL, assert_layer_round_trips, keras, max_diff, to_numpy
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -149,7 +139,7 @@ def _backbone():
     )
 
 
-def test_use_exact_on_a_video_prism_backbone(rng, tmp_path):
+def test_use_exact_on_a_video_prism_backbone(rng, exact_and_saved):
     # The smallest VideoPrism with a text encoder, compiled
     # (`predict_on_batch`); at 5 tokens keras-hub's signal is within float32
     # noise of the exact one, and so are the outputs.
@@ -164,9 +154,5 @@ def test_use_exact_on_a_video_prism_backbone(rng, tmp_path):
     assert compat.use_exact(backbone) == 1
     assert backbone.text_embedding.position_embedding is layer
     assert isinstance(layer, Ours)
-    after = backbone.predict_on_batch(x)
-    assert_outputs_within(after, before, 1e-5)
-    assert compat.use_exact(backbone) == 0
-    loaded = keras_file_round_trip(backbone, tmp_path / "backbone.keras")
+    loaded = exact_and_saved(backbone, x, before, "backbone.keras")
     assert isinstance(loaded.text_embedding.position_embedding, Ours)
-    assert_outputs_close(loaded.predict_on_batch(x), after, atol=1e-6)
