@@ -99,6 +99,19 @@ YARN = {
     "beta_fast": 32,
     "beta_slow": 1,
 }
+
+
+def _longrope(name, seq_len):
+    """Phi-3's LongRoPE case at `seq_len` (up to 4096: the short factors)."""
+    config = _phi3(
+        64,
+        max_pos=131072,
+        rope_scaling=copy.deepcopy(LONGROPE),
+        original_max_position_embeddings=4096,
+    )
+    return {"name": name, "model": "phi3", "seq_len": seq_len, "config": config}
+
+
 LONGROPE = {
     "rope_type": "longrope",
     "short_factor": SHORT_FACTOR,
@@ -159,28 +172,8 @@ CASES = [
             },
         ),
     },
-    {
-        "name": "longrope_short",
-        "model": "phi3",
-        "seq_len": 4096,
-        "config": _phi3(
-            64,
-            max_pos=131072,
-            rope_scaling=copy.deepcopy(LONGROPE),
-            original_max_position_embeddings=4096,
-        ),
-    },
-    {
-        "name": "longrope_long",
-        "model": "phi3",
-        "seq_len": 8192,
-        "config": _phi3(
-            64,
-            max_pos=131072,
-            rope_scaling=copy.deepcopy(LONGROPE),
-            original_max_position_embeddings=4096,
-        ),
-    },
+    _longrope("longrope_short", 4096),
+    _longrope("longrope_long", 8192),
     {
         "name": "partial",
         "model": "phi3",
