@@ -71,6 +71,16 @@ def error_line(err, command):
     return lines[0][len(prefix) :]
 
 
+def assert_refused_leaving_files(workdir, capsys, argv, message):
+    """`keras-posenc *argv` fails (exit 1, nothing on stdout) with one error
+    line holding `message`, and every file under `workdir` stays as it was."""
+    before = snapshot(workdir)
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    assert message in error_line(err, argv[0])
+    assert snapshot(workdir) == before
+
+
 def snapshot(root):
     """Every file under `root` with its bytes, and every directory."""
     found = {}
@@ -410,11 +420,7 @@ NUMBER = "a finite number > 0"
 )
 def test_bad_arguments_are_one_line_naming_the_flag(workdir, capsys, argv, message):
     # argparse errors: one line naming the flag and the value, exit 1, no files.
-    before = snapshot(workdir)
-    code, out, err = run(capsys, *argv)
-    assert code == 1 and out == ""
-    assert message in error_line(err, argv[0])
-    assert snapshot(workdir) == before
+    assert_refused_leaving_files(workdir, capsys, argv, message)
 
 
 @pytest.mark.parametrize(
@@ -581,11 +587,7 @@ def test_unwritable_out_fails_before_any_work(
     monkeypatch.setattr(export, "export_encoder", _never("exported"))
     for name in ("heatmap", "similarity", "wavelengths", "precision"):
         monkeypatch.setattr(plot, name, _never("drawn"))
-    before = snapshot(workdir)
-    code, out, err = run(capsys, *argv)
-    assert code == 1 and out == ""
-    assert message in error_line(err, argv[0])
-    assert snapshot(workdir) == before
+    assert_refused_leaving_files(workdir, capsys, argv, message)
 
 
 @pytest.mark.skipif(
