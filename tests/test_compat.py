@@ -89,11 +89,26 @@ def test_rotary_layer_behaviours(kwargs, shape):
 
 @keras3
 @pytest.mark.parametrize(
-    "shape", [(None, 32), (None, 100, 32)], ids=["dynamic", "multi_dimension"]
+    "layer, shape",
+    [
+        ("RotaryEmbedding", (None, 32)),
+        ("RotaryEmbedding", (None, 100, 32)),
+        ("SinePositionEncoding", (100, 32)),
+        ("SinePositionEncoding", (None, 32)),
+        ("SinePositionEncoding", (None, 100, 32)),
+    ],
+    ids=[
+        "rotary-dynamic",
+        "rotary-multi_dimension",
+        "sine-static",
+        "sine-dynamic",
+        "sine-multi_dimension",
+    ],
 )
-def test_rotary_symbolic_output_shape(shape):
-    # keras-hub's dynamic and multi-dimension output shape tests.
-    outputs = compat.RotaryEmbedding()(keras.Input(shape=shape))
+def test_symbolic_output_shape(layer, shape):
+    # keras-hub's static (sine), dynamic and multi-dimension output shape
+    # tests of its RotaryEmbedding and SinePositionEncoding.
+    outputs = getattr(compat, layer)()(keras.Input(shape=shape))
     assert tuple(outputs.shape) == (None, *shape)
 
 
@@ -263,18 +278,6 @@ def test_sine_layer_behaviours(shape):
     np.testing.assert_allclose(out, theirs, atol=NOISE)
     expected = np.broadcast_to(reference(np.arange(4), 6), shape)
     np.testing.assert_allclose(out, expected, atol=NOISE)
-
-
-@keras3
-@pytest.mark.parametrize(
-    "shape",
-    [(100, 32), (None, 32), (None, 100, 32)],
-    ids=["static", "dynamic", "multi_dimension"],
-)
-def test_sine_symbolic_output_shape(shape):
-    # keras-hub's static, dynamic and multi-dimension output shape tests.
-    outputs = compat.SinePositionEncoding()(keras.Input(shape=shape))
-    assert tuple(outputs.shape) == (None, *shape)
 
 
 @keras3
