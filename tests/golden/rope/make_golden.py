@@ -77,17 +77,10 @@ def _llama(head_dim, max_pos=4096, theta=10000.0, rope_scaling=None):
 
 
 def _phi3(head_dim, max_pos=4096, theta=10000.0, rope_scaling=None, **extra):
-    # Phi3 derives the rotary size from hidden_size // num_attention_heads.
-    cfg = {
-        "hidden_size": head_dim * NUM_HEADS,
-        "num_attention_heads": NUM_HEADS,
-        "num_key_value_heads": NUM_HEADS,
-        "num_hidden_layers": 1,
-        "max_position_embeddings": max_pos,
-        "rope_theta": theta,
-    }
-    if rope_scaling is not None:
-        cfg["rope_scaling"] = rope_scaling
+    # Phi3 derives the rotary size from hidden_size // num_attention_heads:
+    # Llama's config without its head_dim.
+    cfg = _llama(head_dim, max_pos, theta, rope_scaling)
+    del cfg["head_dim"]
     cfg.update(extra)
     return cfg
 
