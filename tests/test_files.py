@@ -920,10 +920,15 @@ def test_kill_9_between_the_fallback_renames_is_restored(tmp_path):
 # atomic_file
 
 
+def _write_file(path, data, overwrite=False):
+    """Writes the bytes `data` to `path` through `atomic_file`."""
+    with _files.atomic_file(path, overwrite=overwrite) as temp:
+        Path(temp).write_bytes(data)
+
+
 def test_file_publishes_a_new_file(tmp_path):
     # The written temporary file appears at `path`; nothing else is left.
-    with _files.atomic_file(tmp_path / "pe.png") as temp:
-        Path(temp).write_bytes(b"png")
+    _write_file(tmp_path / "pe.png", b"png")
     assert (tmp_path / "pe.png").read_bytes() == b"png"
     assert _listing(tmp_path) == ["pe.png"]
 
@@ -932,8 +937,7 @@ def test_file_refuses_an_existing_file_without_overwrite(tmp_path):
     # An existing file is kept byte for byte unless overwrite is asked for.
     (tmp_path / "pe.png").write_bytes(b"old")
     with pytest.raises(FileExistsError, match="Pass overwrite=True"):
-        with _files.atomic_file(tmp_path / "pe.png") as temp:
-            Path(temp).write_bytes(b"new")
+        _write_file(tmp_path / "pe.png", b"new")
     assert (tmp_path / "pe.png").read_bytes() == b"old"
     assert _listing(tmp_path) == ["pe.png"]
 
@@ -941,8 +945,7 @@ def test_file_refuses_an_existing_file_without_overwrite(tmp_path):
 def test_file_overwrites_a_regular_file(tmp_path):
     # With overwrite a regular file is replaced in one rename.
     (tmp_path / "pe.png").write_bytes(b"old")
-    with _files.atomic_file(tmp_path / "pe.png", overwrite=True) as temp:
-        Path(temp).write_bytes(b"new")
+    _write_file(tmp_path / "pe.png", b"new", overwrite=True)
     assert (tmp_path / "pe.png").read_bytes() == b"new"
     assert _listing(tmp_path) == ["pe.png"]
 
@@ -952,8 +955,7 @@ def test_file_never_overwrites_a_directory(tmp_path):
     (tmp_path / "pe.png").mkdir()
     (tmp_path / "pe.png" / "keep.txt").write_bytes(b"keep")
     with pytest.raises(ValueError, match="it is not a regular file"):
-        with _files.atomic_file(tmp_path / "pe.png", overwrite=True) as temp:
-            Path(temp).write_bytes(b"new")
+        _write_file(tmp_path / "pe.png", b"new", overwrite=True)
     assert _tree(tmp_path) == {"pe.png/keep.txt": b"keep"}
 
 
@@ -981,8 +983,7 @@ def test_file_mode_follows_the_umask(tmp_path):
     # Like a plain open(): 0o666 & ~umask, not mkstemp's 0600.
     previous = os.umask(0o022)
     try:
-        with _files.atomic_file(tmp_path / "pe.png") as temp:
-            Path(temp).write_bytes(b"png")
+        _write_file(tmp_path / "pe.png", b"png")
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "pe.png").stat().st_mode) == 0o644
@@ -993,8 +994,7 @@ def test_file_cleans_a_dead_writers_temporary(tmp_path):
     # next write, and so does its lock file.
     _hidden(tmp_path / "pe.png", "0123456789ab", "lock").touch()
     _hidden(tmp_path / "pe.png", "0123456789ab", "partial.png").write_bytes(b"half")
-    with _files.atomic_file(tmp_path / "pe.png") as temp:
-        Path(temp).write_bytes(b"png")
+    _write_file(tmp_path / "pe.png", b"png")
     assert _listing(tmp_path) == ["pe.png"]
 
 
