@@ -1,13 +1,17 @@
 """What every benchmark script shares: backend choice, timing, machine, results.
 
 A script picks its Keras backend before Keras is imported
-(`select_backend`), times zero-argument callables in interleaved
-repetitions (`interleaved_times`, `time_summary`), records what it ran on
-(`machine`, `load_average`, `run_info`) and writes one JSON file per
-benchmark with one section per backend (`write_results`). The backend is
-fixed per process, so `run_backends` runs a script once per backend, each
-in its own subprocess, and returns their sections; `markdown_table` and
-`fmt_ms` format the printed tables. Nothing here imports Keras at module
+(`select_backend`, `prepare_process`), times zero-argument callables in
+interleaved repetitions (`interleaved_times`, `time_summary`, `speed_of`;
+a layer in every mode of its backend: `modes_speed`), records what it ran
+on (`machine`, `load_average`, `run_info`, `start_run`) and writes one
+JSON file per benchmark with one section per backend (`write_results`).
+The backend is fixed per process, so `run_backends` runs a script once
+per backend, each in its own subprocess, and returns their sections; a
+script's `main` is `script_main`, `layer_main` or its own parser ending in
+`run_script`, so that each benchmark holds only its cases. `markdown_table`,
+`fmt_ms`, `modes_table`, `one_mode_table`, `ratio_table` and `goal_lines`
+format the printed tables and lines. Nothing here imports Keras at module
 level.
 """
 
