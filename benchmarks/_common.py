@@ -1,13 +1,17 @@
 """What every benchmark script shares: backend choice, timing, machine, results.
 
 A script picks its Keras backend before Keras is imported
-(`select_backend`), times zero-argument callables in interleaved
-repetitions (`interleaved_times`, `time_summary`), records what it ran on
-(`machine`, `load_average`, `run_info`) and writes one JSON file per
-benchmark with one section per backend (`write_results`). The backend is
-fixed per process, so `run_backends` runs a script once per backend, each
-in its own subprocess, and returns their sections; `markdown_table` and
-`fmt_ms` format the printed tables. Nothing here imports Keras at module
+(`select_backend`, `prepare_process`), times zero-argument callables in
+interleaved repetitions (`interleaved_times`, `time_summary`, `speed_of`;
+a layer in every mode of its backend: `modes_speed`), records what it ran
+on (`machine`, `load_average`, `run_info`, `start_run`) and writes one
+JSON file per benchmark with one section per backend (`write_results`).
+The backend is fixed per process, so `run_backends` runs a script once
+per backend, each in its own subprocess, and returns their sections; a
+script's `main` is `script_main`, `layer_main` or its own parser ending in
+`run_script`, so that each benchmark holds only its cases. `markdown_table`,
+`fmt_ms`, `modes_table`, `one_mode_table`, `ratio_table` and `goal_lines`
+format the printed tables and lines. Nothing here imports Keras at module
 level.
 """
 
@@ -26,6 +30,14 @@ import tempfile
 import time
 
 BACKENDS = ("tensorflow", "jax", "torch")
+# The modes a layer's benchmark times it in, per backend.
+LAYER_MODES = {
+    "tensorflow": ("tf.function", "tf.function + XLA"),
+    "jax": ("jax.jit",),
+    "torch": ("eager",),
+}
+# The mode a model runs in, per backend.
+MODEL_MODE = {"tensorflow": "tf.function", "jax": "jax.jit", "torch": "eager"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 # Where a run writes unless asked to `--record` (not committed).
@@ -36,6 +48,13 @@ _DRIVER_OPTIONS = {"--backend": 1, "--json": 1, "--all-backends": 0, "--record":
 
 
 # -- choosing the backend ------------------------------------------------------
+
+
+def prepare_process(argv):
+    """`select_backend` and `pin_one_core`: what a script does at its top,
+    under ``if __name__ == "__main__"``, before Keras is imported."""
+    select_backend(argv)
+    pin_one_core(argv)
 
 
 def select_backend(argv):
@@ -98,6 +117,14 @@ def usable_cores():
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count()
+
+
+def script_parser(doc, name, reps, smoke_help):
+    """`argument_parser` with `--reps` (default `reps`) and `--smoke`."""
+    parser = argument_parser(doc, name)
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--smoke", action="store_true", help=smoke_help)
+    return parser
 
 
 def argument_parser(doc, name):
@@ -177,6 +204,35 @@ def run_requested_backends(
     written = write_results(module, sections, args.json, args.record, suffix)
     print("\nwritten:", written)
     return sections
+
+
+def script_main(argv, module, reps, smoke_help, measure, merged_markdown, options=()):
+    """`main` of a script with no options but `--reps`, `--smoke` and
+    `options` (`(flags, keywords)` pairs for `add_argument`): every backend
+    asked for in child processes, or this one's section, `measure(args)`,
+    written. `module` gives `__doc__`, `NAME` and `BACKEND`."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = script_parser(module.__doc__, module.NAME, reps, smoke_help)
+    for flags, keywords in options:
+        parser.add_argument(*flags, **keywords)
+    args = parser.parse_args(argv)
+    return run_script(argv, args, module.NAME, module.BACKEND, measure, merged_markdown)
+
+
+def run_script(argv, args, name, backend, measure, merged_markdown=None, **options):
+    """The end of a script's `main`: the backends asked for in child
+    processes (`run_requested_backends`, `options` passed on), or this
+    one's section, `measure(args)`, written (`write_section`).
+
+    Returns the sections written.
+    """
+    sections = run_requested_backends(
+        name, argv, args, backend, merged_markdown, **options
+    )
+    if sections is not None:
+        return sections
+    section = measure(args)
+    return write_section(name, backend, section, args, options.get("suffix", ""))
 
 
 def write_section(module, backend, section, args, suffix=""):
@@ -297,25 +353,12 @@ def parse_shape(text):
     return tuple(int(v) for v in text.split(","))
 
 
-def add_layer_arguments(parser, reps, shape_help):
-    """The options of a layer's benchmark: `--reps`, `--smoke`, `--shape`,
-    `--torch-threads` (one by default: two threads wait on each other on a
-    busy 2-core machine) and `--one-core`."""
-    parser.add_argument("--reps", type=int, default=reps)
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny shape, one repetition"
-    )
-    parser.add_argument("--shape", type=parse_shape, help=shape_help)
-    parser.add_argument(
-        "--torch-threads", type=int, default=1, help="torch intra-op threads"
-    )
-    add_one_core_argument(parser)
-
-
 def layer_main(argv, module, run, shape_help):
     """`main` of a layer's benchmark (`alibi`, `rotary`): its options
-    (`add_layer_arguments`), every backend asked for in child processes,
-    or this one's section, run, summed up and written.
+    (`--reps`, `--smoke`, `--shape`, `--torch-threads`, one thread by
+    default: two threads wait on each other on a busy 2-core machine, and
+    `--one-core`), every backend asked for in child processes, or this
+    one's section, run, summed up and written.
 
     Args:
         argv: the command line's arguments, or `None` for `sys.argv[1:]`.
@@ -325,27 +368,90 @@ def layer_main(argv, module, run, shape_help):
         shape_help: the help of `--shape`.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argument_parser(module.__doc__, module.NAME)
-    add_layer_arguments(parser, module.REPS, shape_help)
+    parser = script_parser(
+        module.__doc__, module.NAME, module.REPS, "tiny shape, one repetition"
+    )
+    parser.add_argument("--shape", type=parse_shape, help=shape_help)
+    parser.add_argument(
+        "--torch-threads", type=int, default=1, help="torch intra-op threads"
+    )
+    add_one_core_argument(parser)
     args = parser.parse_args(argv)
     check_one_core(parser, args)
-    suffix = one_core_suffix(args)
-    sections = run_requested_backends(
-        module.NAME,
+
+    def measure(args):
+        set_torch_threads(module.BACKEND, args.torch_threads)
+        shape = args.shape or (module.SMOKE_SHAPE if args.smoke else module.SHAPE)
+        section = run(shape, 1 if args.smoke else args.reps, args.smoke)
+        print("\n" + module.goals({module.BACKEND: section}))
+        return section
+
+    return run_script(
         argv,
         args,
+        module.NAME,
         module.BACKEND,
+        measure,
         module.merged_markdown,
-        suffix=suffix,
+        suffix=one_core_suffix(args),
         summary=module.goals,
     )
-    if sections is not None:
-        return sections
-    set_torch_threads(module.BACKEND, args.torch_threads)
-    shape = args.shape or (module.SMOKE_SHAPE if args.smoke else module.SHAPE)
-    section = run(shape, 1 if args.smoke else args.reps, args.smoke)
-    print("\n" + module.goals({module.BACKEND: section}))
-    return write_section(module.NAME, module.BACKEND, section, args, suffix)
+
+
+def random_inputs(shape):
+    """Standard normal float32 inputs of `shape` (seed 0), a backend tensor."""
+    import numpy as np
+    from keras import ops
+
+    return ops.convert_to_tensor(
+        np.random.default_rng(0).normal(size=shape).astype("float32")
+    )
+
+
+def start_run(backend, steady=None):
+    """`run_info` of this run, its `machine_line` printed.
+
+    With `steady` (True or False), `steady_heap` is applied when true and
+    whether it applied is recorded as `info["steady_heap"]`.
+    """
+    info = run_info(backend)
+    if steady is not None:
+        info["steady_heap"] = steady and steady_heap()
+    print(machine_line(info))
+    return info
+
+
+def modes_speed(configurations, backend, reps, floor, *inputs):
+    """Times every configuration in every mode of `LAYER_MODES[backend]`,
+    interleaved, inference only (`no_grad`): `speed_of` over `(name, mode)`.
+
+    Args:
+        configurations: `{name: fn(*inputs)}`.
+        backend: the backend running.
+        reps: repetitions.
+        floor: the configuration every other is divided by.
+        *inputs: the arguments of each call.
+    """
+    runners = {}
+    for name, fn in configurations.items():
+        for mode in LAYER_MODES[backend]:
+            call = compiled(fn, mode)
+            runners[(name, mode)] = (lambda f: lambda: f(*inputs))(call)
+    with no_grad(backend):  # inference, as keras-hub's generate() runs
+        return speed_of(runners, reps, floor)
+
+
+def one_mode_table(section, labels, column, title=""):
+    """One backend's times in its one mode: a row per configuration.
+
+    The header's first cell is `(shape), backend, mode` and `title`;
+    `column` heads the times.
+    """
+    shape = ", ".join(map(str, section["shape"]))
+    backend = section["run"]["machine"]["backend"]
+    header = [f"({shape}), {backend}, {section['mode']}{title}", column]
+    body = [[labels[k], fmt_ms(s)] for k, s in section["speed"].items()]
+    return markdown_table(header, body)
 
 
 def set_torch_threads(backend, threads):
@@ -454,6 +560,18 @@ def goal_line(backend, mode, speed, ours, goal, keras_hub=None, digits=1):
         verdict = "faster" if cell["median_ms"] < hub else "slower"
         line += f"; {verdict} than keras-hub ({hub:.{digits}f} ms)"
     return line
+
+
+def goal_lines(sections, modes, ours, goal, keras_hub=None, digits=1, more=None):
+    """`goal_line` of every backend's mode (`modes[backend]`), one a line,
+    each followed by `more(speed, mode)` where given."""
+    lines = []
+    for backend, section in sections.items():
+        speed = section["speed"]
+        for mode in modes[backend]:
+            line = goal_line(backend, mode, speed, ours, goal, keras_hub, digits)
+            lines.append(line + (more(speed, mode) if more else ""))
+    return "\n".join(lines)
 
 
 def steady_heap():

@@ -30,12 +30,9 @@ import sys
 from benchmarks import _common
 
 if __name__ == "__main__":
-    _common.select_backend(sys.argv[1:])
-    _common.pin_one_core(sys.argv[1:])
+    _common.prepare_process(sys.argv[1:])
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from keras import ops  # noqa: E402
 
 from keras_posenc import AlibiBias, alibi_bias  # noqa: E402
 
@@ -56,11 +53,7 @@ LABELS = {
     OURS_ROW: "ours, one row: AlibiBias(one_row=True) (exact, keras-hub's form)",
     WRITTEN: "floor with the bias written per call: scores + (bias + zero)",
 }
-MODES = {
-    "tensorflow": ("tf.function", "tf.function + XLA"),
-    "jax": ("jax.jit",),
-    "torch": ("eager",),
-}
+MODES = _common.LAYER_MODES
 GOAL = 1.05  # ours / floor, in each mode
 
 
@@ -108,18 +101,13 @@ def configurations(shape):
 
 def run(shape, reps):
     """One backend's section: timings and ratios per configuration and mode."""
-    info = _common.run_info(BACKEND)
-    print(_common.machine_line(info))
-    scores = ops.convert_to_tensor(
-        np.random.default_rng(0).normal(size=shape).astype("float32")
-    )
-    runners = {}
-    for name, layer in configurations(shape).items():
-        for mode in MODES[BACKEND]:
-            compiled = _common.compiled(lambda x, layer=layer: layer(x), mode)
-            runners[(name, mode)] = (lambda f: lambda: f(scores))(compiled)
-    with _common.no_grad(BACKEND):
-        speed = _common.speed_of(runners, reps, FLOOR)
+    info = _common.start_run(BACKEND)
+    scores = _common.random_inputs(shape)
+    layers = {
+        name: (lambda x, layer=layer: layer(x))
+        for name, layer in configurations(shape).items()
+    }
+    speed = _common.modes_speed(layers, BACKEND, reps, FLOOR, scores)
     section = _common.section_of(info, shape, reps, speed)
     print(speed_markdown(section))
     return section
@@ -136,21 +124,22 @@ def merged_markdown(sections):
 
 def goals(sections):
     """Whether ours is within GOAL of the floor and beats keras-hub, per mode."""
-    lines = []
-    for backend, section in sections.items():
-        speed = section["speed"]
-        for mode in MODES[backend]:
-            line = _common.goal_line(backend, mode, speed, OURS, GOAL, KERAS_HUB)
-            row = speed[OURS_ROW][mode]["median_ms"]
-            row_floor = speed[FLOOR_ROW][mode]["median_ms"]
-            line += f"; one-row form {row / row_floor:.2f}x its floor"
-            if KERAS_HUB in speed:
-                hub = speed[KERAS_HUB][mode]["median_ms"]
-                line += f" ({row / hub:.2f}x keras-hub)"
-            written = speed[WRITTEN][mode]["ratio"]
-            line += f"; writing the bias alone costs {written:.2f}x"
-            lines.append(line)
-    return "\n".join(lines)
+    return _common.goal_lines(
+        sections, MODES, OURS, GOAL, KERAS_HUB, more=_one_row_and_written
+    )
+
+
+def _one_row_and_written(speed, mode):
+    """The one-row form against its floor (and keras-hub), and what writing
+    the bias alone costs."""
+    row = speed[OURS_ROW][mode]["median_ms"]
+    row_floor = speed[FLOOR_ROW][mode]["median_ms"]
+    line = f"; one-row form {row / row_floor:.2f}x its floor"
+    if KERAS_HUB in speed:
+        hub = speed[KERAS_HUB][mode]["median_ms"]
+        line += f" ({row / hub:.2f}x keras-hub)"
+    written = speed[WRITTEN][mode]["ratio"]
+    return line + f"; writing the bias alone costs {written:.2f}x"
 
 
 def main(argv=None):

@@ -336,28 +336,22 @@ def merged_markdown(sections):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=11)
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny models (hidden 32, 64), 3 reps",
+    torch_compile = (
+        ("--torch-compile",),
+        {
+            "action": "store_true",
+            "help": "also time torch.compile on torch (minutes of compiling)",
+        },
     )
-    parser.add_argument(
-        "--torch-compile",
-        action="store_true",
-        help="also time torch.compile on torch (minutes of compiling)",
+    return _common.script_main(
+        argv,
+        sys.modules[__name__],
+        11,
+        "tiny models (hidden 32, 64), 3 reps",
+        lambda a: run(3 if a.smoke else a.reps, a.smoke, a.torch_compile),
+        merged_markdown,
+        options=[torch_compile],
     )
-    args = parser.parse_args(argv)
-    sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, merged_markdown
-    )
-    if sections is not None:
-        return sections
-    reps = 3 if args.smoke else args.reps
-    section = run(reps, args.smoke, args.torch_compile)
-    return _common.write_section(NAME, BACKEND, section, args)
 
 
 if __name__ == "__main__":

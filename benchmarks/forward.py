@@ -444,12 +444,8 @@ def run(shapes, reps, memory, smoke):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny shapes, one repetition, no memory subprocesses",
+    parser = _common.script_parser(
+        __doc__, NAME, 15, "tiny shapes, one repetition, no memory subprocesses"
     )
     parser.add_argument(
         "--shape",
@@ -469,16 +465,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.child:
         return _child(args.child[0], *(int(v) for v in args.child[1:]))
-    sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, merged_markdown
-    )
-    if sections is not None:
-        return sections
+    return _common.run_script(argv, args, NAME, BACKEND, measure, merged_markdown)
+
+
+def measure(args):
+    """This backend's section at the shapes and repetitions `args` ask for."""
     _common.set_torch_threads(BACKEND, args.torch_threads)
     shapes = args.shape or (SMOKE_SHAPES if args.smoke else SHAPES)
     memory = not (args.no_memory or args.smoke)
-    section = run(shapes, 1 if args.smoke else args.reps, memory, args.smoke)
-    return _common.write_section(NAME, BACKEND, section, args)
+    return run(shapes, 1 if args.smoke else args.reps, memory, args.smoke)
 
 
 if __name__ == "__main__":

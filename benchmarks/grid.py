@@ -24,7 +24,6 @@ if __name__ == "__main__":
     _common.select_backend(sys.argv[1:])
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
@@ -33,7 +32,7 @@ BACKEND = keras.backend.backend()
 NAME = "grid"
 SHAPE = (8, 64, 64, 1152)
 SMOKE_SHAPE = (2, 4, 4, 16)
-MODE = {"tensorflow": "tf.function", "jax": "jax.jit", "torch": "eager"}
+MODE = _common.MODEL_MODE
 GOAL = 1.10  # ours / the float32 formula
 
 FORMULA, TABLE = "float32_formula", "precomputed_table"
@@ -69,24 +68,9 @@ def float32_formula(x):
     return x + ops.concatenate([rows_w, rows_h], axis=-1)
 
 
-def compiled(fn):
-    """`fn` in the mode a model runs in on this backend."""
-    if BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(fn, autograph=False)
-    if BACKEND == "jax":
-        import jax
-
-        return jax.jit(fn)
-    return fn
-
-
 def runners(shape):
     """`{key: callable()}`: every configuration on inputs of `shape`."""
-    x = ops.convert_to_tensor(
-        np.random.default_rng(0).normal(size=shape).astype("float32")
-    )
+    x = _common.random_inputs(shape)
     table = keras_posenc.grid_sincos_table(shape[1:3], shape[3])
     table = ops.reshape(table, shape[1:])
     functions = {FORMULA: float32_formula, TABLE: lambda x: x + table}
@@ -94,15 +78,14 @@ def runners(shape):
         layer = keras_posenc.GridPositionEncoding(**options)
         layer.build(shape)
         functions[key] = layer
-    calls = {key: compiled(f) for key, f in functions.items()}
+    calls = {key: _common.compiled(f, MODE[BACKEND]) for key, f in functions.items()}
     return {key: (lambda f=f: f(x)) for key, f in calls.items()}
 
 
 def run(shape, reps):
     """This backend's section: each configuration's time and its ratio to
     the float32 formula."""
-    info = _common.run_info(BACKEND)
-    print(_common.machine_line(info))
+    info = _common.start_run(BACKEND)
     speed = _common.speed_of(runners(shape), reps, FORMULA)
     section = _common.section_of(info, shape, reps, speed, mode=MODE[BACKEND])
     print(markdown(section))
@@ -111,12 +94,9 @@ def run(shape, reps):
 
 def markdown(section):
     """One backend's table: times and ratios to the float32 formula."""
-    shape = ", ".join(map(str, section["shape"]))
-    backend = section["run"]["machine"]["backend"]
-    header = [f"({shape}), {backend}, {section['mode']}"]
-    header += ["ms (x float32 formula; min x) [min-max]"]
-    body = [[LABELS[k], _common.fmt_ms(s)] for k, s in section["speed"].items()]
-    return _common.markdown_table(header, body)
+    return _common.one_mode_table(
+        section, LABELS, "ms (x float32 formula; min x) [min-max]"
+    )
 
 
 def merged(sections):
@@ -131,16 +111,14 @@ def merged(sections):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=31)
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes, one rep")
-    args = parser.parse_args(argv)
-    sections = _common.run_requested_backends(NAME, argv, args, BACKEND, merged)
-    if sections is not None:
-        return sections
-    section = run(SMOKE_SHAPE if args.smoke else SHAPE, 1 if args.smoke else args.reps)
-    return _common.write_section(NAME, BACKEND, section, args)
+    return _common.script_main(
+        argv, sys.modules[__name__], 31, "tiny shapes, one rep", measure, merged
+    )
+
+
+def measure(args):
+    """This backend's section at the shape and repetitions `args` ask for."""
+    return run(SMOKE_SHAPE if args.smoke else SHAPE, 1 if args.smoke else args.reps)
 
 
 if __name__ == "__main__":

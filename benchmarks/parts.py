@@ -34,11 +34,9 @@ import sys
 from benchmarks import _common
 
 if __name__ == "__main__":
-    _common.select_backend(sys.argv[1:])
-    _common.pin_one_core(sys.argv[1:])
+    _common.prepare_process(sys.argv[1:])
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 import keras_posenc  # noqa: E402
@@ -49,7 +47,7 @@ NAME = "parts"
 BACKENDS = ("tensorflow", "jax")  # torch meets its goals: nothing left to split
 SHAPES = {"tensorflow": (8, 4096, 1024), "jax": (4, 2048, 8, 64)}
 SMOKE_SHAPES = {"tensorflow": (2, 128, 16), "jax": (1, 64, 2, 16)}
-MODE = {"tensorflow": "tf.function", "jax": "jax.jit"}
+MODE = _common.MODEL_MODE
 GOAL = 1.10  # the goal of both cells: ours / floor
 
 FLOOR, OURS, ROWS, GIVEN = "floor", "ours", "rows_alone", "rotation_given_tables"
@@ -85,9 +83,7 @@ def rotary_runners(shape):
     import jax
 
     _, length, _, dim = shape
-    x = ops.convert_to_tensor(
-        np.random.default_rng(0).normal(size=shape).astype("float32")
-    )
+    x = _common.random_inputs(shape)
     start = ops.convert_to_tensor(0, "int32")
     configs = rotary.configurations(shape)
     floor, ours = (jax.jit(configs[key]) for key in (rotary.FLOOR, rotary.OURS))
@@ -115,11 +111,7 @@ def runners(shape):
 
 def run(shape, reps, steady_heap=True):
     """This backend's section: each part's time and its ratio to the floor."""
-    info = {
-        **_common.run_info(BACKEND),
-        "steady_heap": steady_heap and _common.steady_heap(),
-    }
-    print(_common.machine_line(info))
+    info = _common.start_run(BACKEND, steady=steady_heap)
     speed = _common.speed_of(runners(shape), reps, FLOOR)
     section = _common.section_of(info, shape, reps, speed, mode=MODE[BACKEND])
     print(markdown(section))
@@ -129,13 +121,10 @@ def run(shape, reps, steady_heap=True):
 
 def markdown(section):
     """One backend's parts: times and ratios to the floor."""
-    shape = ", ".join(map(str, section["shape"]))
-    backend = section["run"]["machine"]["backend"]
     cores = section["run"]["machine"]["usable_cores"]
-    header = [f"({shape}), {backend}, {section['mode']}, cores: {cores}"]
-    header += ["ms (x floor; min x floor) [min-max]"]
-    body = [[LABELS[k], _common.fmt_ms(s)] for k, s in section["speed"].items()]
-    return _common.markdown_table(header, body)
+    return _common.one_mode_table(
+        section, LABELS, "ms (x floor; min x floor) [min-max]", f", cores: {cores}"
+    )
 
 
 def budget_lines(sections):
@@ -160,24 +149,29 @@ def budget_line(backend, section):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=101)
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes, one rep")
+    parser = _common.script_parser(__doc__, NAME, 101, "tiny shapes, one rep")
     _common.add_one_core_argument(parser)
     args = parser.parse_args(argv)
     wanted = args.backend or BACKEND
     if not args.all_backends and wanted not in BACKENDS:
         parser.error(f"--backend: one of {', '.join(BACKENDS)} (got {wanted!r})")
     _common.check_one_core(parser, args)
-    suffix = _common.one_core_suffix(args)
-    sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, None, BACKENDS, suffix, summary=budget_lines
+    return _common.run_script(
+        argv,
+        args,
+        NAME,
+        BACKEND,
+        measure,
+        backends=BACKENDS,
+        suffix=_common.one_core_suffix(args),
+        summary=budget_lines,
     )
-    if sections is not None:
-        return sections
+
+
+def measure(args):
+    """This backend's section at the shape and repetitions `args` ask for."""
     shape = (SMOKE_SHAPES if args.smoke else SHAPES)[BACKEND]
-    section = run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
-    return _common.write_section(NAME, BACKEND, section, args, suffix)
+    return run(shape, 1 if args.smoke else args.reps, steady_heap=not args.smoke)
 
 
 if __name__ == "__main__":

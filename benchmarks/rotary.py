@@ -40,8 +40,7 @@ import sys
 from benchmarks import _common
 
 if __name__ == "__main__":
-    _common.select_backend(sys.argv[1:])
-    _common.pin_one_core(sys.argv[1:])
+    _common.prepare_process(sys.argv[1:])
 
 import keras  # noqa: E402
 import ml_dtypes  # noqa: E402
@@ -66,11 +65,7 @@ LABELS = {
     OURS_NEW: "ours, eager, a new span every call (no kept rows)",
     KERAS_HUB: "keras-hub RotaryEmbedding",
 }
-MODES = {
-    "tensorflow": ("tf.function", "tf.function + XLA"),
-    "jax": ("jax.jit",),
-    "torch": ("eager",),
-}
+MODES = _common.LAYER_MODES
 GOAL = 1.10  # ours / floor, in each main mode
 
 
@@ -187,22 +182,10 @@ def run(shape, reps, steady_heap=True):
     With `steady_heap` (not in smoke runs, which may share a test process)
     the process keeps freed buffers: see `_common.steady_heap`.
     """
-    info = {
-        **_common.run_info(BACKEND),
-        "steady_heap": steady_heap and _common.steady_heap(),
-    }
-    print(_common.machine_line(info))
-    x = ops.convert_to_tensor(
-        np.random.default_rng(0).normal(size=shape).astype("float32")
-    )
+    info = _common.start_run(BACKEND, steady=steady_heap)
+    x = _common.random_inputs(shape)
     start = ops.convert_to_tensor(0, "int32")
-    runners = {}
-    for name, fn in configurations(shape).items():
-        for mode in MODES[BACKEND]:
-            compiled = _common.compiled(fn, mode)
-            runners[(name, mode)] = (lambda f: lambda: f(x, start))(compiled)
-    with _common.no_grad(BACKEND):  # inference, as keras-hub's generate() runs
-        speed = _common.speed_of(runners, reps, FLOOR)
+    speed = _common.modes_speed(configurations(shape), BACKEND, reps, FLOOR, x, start)
     section = _common.section_of(info, shape, reps, speed)
     print(speed_markdown(section))
     rows = precision_rows()
@@ -224,15 +207,14 @@ def merged_markdown(sections):
 
 def goals(sections):
     """Whether ours is within GOAL of the floor and beats keras-hub, per mode."""
-    lines = []
-    for backend, section in sections.items():
-        speed = section["speed"]
-        for mode in MODES[backend]:
-            line = _common.goal_line(backend, mode, speed, OURS, GOAL, KERAS_HUB, 2)
-            if OURS_NEW in speed:
-                line += f"; a new span every call {speed[OURS_NEW][mode]['ratio']:.2f}x"
-            lines.append(line)
-    return "\n".join(lines)
+    return _common.goal_lines(sections, MODES, OURS, GOAL, KERAS_HUB, 2, more=_new_span)
+
+
+def _new_span(speed, mode):
+    """The ratio with a new span every call, where it ran (eager)."""
+    if OURS_NEW not in speed:
+        return ""
+    return f"; a new span every call {speed[OURS_NEW][mode]['ratio']:.2f}x"
 
 
 def main(argv=None):

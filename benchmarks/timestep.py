@@ -34,7 +34,7 @@ import keras_posenc  # noqa: E402
 BACKEND = keras.backend.backend()
 NAME = "timestep"
 DIM, BATCH = 256, 256
-MODE = {"tensorflow": "tf.function", "jax": "jax.jit", "torch": "eager"}[BACKEND]
+MODE = _common.MODEL_MODE[BACKEND]
 GOAL = 1.10
 CONVENTIONS = {
     # name: (timesteps in the pipeline's units, scale, shift, flip)
@@ -148,19 +148,15 @@ def merged_markdown(sections):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _common.argument_parser(__doc__, NAME)
-    parser.add_argument("--reps", type=int, default=201)
-    parser.add_argument("--smoke", action="store_true", help="5 reps, batch 8")
-    args = parser.parse_args(argv)
-    sections = _common.run_requested_backends(
-        NAME, argv, args, BACKEND, merged_markdown
+    return _common.script_main(
+        argv, sys.modules[__name__], 201, "5 reps, batch 8", measure, merged_markdown
     )
-    if sections is not None:
-        return sections
+
+
+def measure(args):
+    """This backend's section at the sizes `args` ask for."""
     reps, batch, count = (5, 8, 16) if args.smoke else (args.reps, BATCH, 4096)
-    section = run(reps, batch, count)
-    return _common.write_section(NAME, BACKEND, section, args)
+    return run(reps, batch, count)
 
 
 if __name__ == "__main__":

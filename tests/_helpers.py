@@ -12,6 +12,8 @@ uses any keras_posenc code.
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -105,6 +107,33 @@ def encode_positions(loaded, positions):
 
     signature = loaded.signatures["serving_default"]
     return signature(positions=tf.constant(positions, tf.int32))["encoding"].numpy()
+
+
+def run_python(code, *args, **options):
+    """`python -c code args...` in a fresh interpreter, its output captured
+    as text (`subprocess.run`; `options` such as `env`, `cwd`, `check`)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, **options
+    )
+
+
+def keras_file_round_trip(model, path):
+    """`model` saved as the `.keras` file `path`, and loaded back."""
+    model.save(str(path))
+    return keras.saving.load_model(str(path))
+
+
+def assert_layer_round_trips(model, layer, x, tmp_path):
+    """Saves `model` (which holds `layer`) as a `.keras` file and loads it:
+    the loaded layer (found by `layer`'s name) has `layer`'s class and
+    config, and the loaded model's output on `x` is the model's, bit for
+    bit. Returns the loaded layer."""
+    loaded = keras_file_round_trip(model, tmp_path / "model.keras")
+    again = loaded.get_layer(layer.name)
+    assert isinstance(again, type(layer))
+    assert again.get_config() == layer.get_config()
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+    return again
 
 
 def max_diff(a, b):

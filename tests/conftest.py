@@ -7,6 +7,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from _helpers import keras_file_round_trip, max_diff  # noqa: E402
 
 from keras_posenc._keras import keras  # noqa: E402
 
@@ -53,3 +54,27 @@ def _float32_policy():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def exact_and_saved(tmp_path):
+    """`check(model, x, before, name)`, called after `compat.use_exact(model)`
+    replaced keras-hub's layers of a model whose outputs on `x` were
+    `before`: each output moves by less than 1e-5, a second `use_exact`
+    replaces nothing, and the model saved as `.keras` (file `name`) loads
+    with the same outputs (`atol=1e-6`). Returns the loaded model, for the
+    caller to check its layers."""
+    from keras_posenc import compat
+
+    def check(model, x, before, name):
+        after = model.predict_on_batch(x)
+        for key in before:
+            assert max_diff(after[key], before[key]) < 1e-5
+        assert compat.use_exact(model) == 0
+        loaded = keras_file_round_trip(model, tmp_path / name)
+        again = loaded.predict_on_batch(x)
+        for key in after:
+            np.testing.assert_allclose(again[key], after[key], atol=1e-6)
+        return loaded
+
+    return check

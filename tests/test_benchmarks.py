@@ -7,13 +7,20 @@ import math
 import mmap
 import os
 import platform
-import subprocess
 import sys
 
 import keras
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, only_tensorflow, reference, to_numpy
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    TOL,
+    only_tensorflow,
+    reference,
+    run_python,
+    to_numpy,
+)
 
 import keras_posenc
 
@@ -315,13 +322,7 @@ def test_steady_heap_keeps_freed_buffers_so_calls_stop_faulting():
     # call faults its pages in again (about 1000 per call here, in a fresh
     # process); after `steady_heap` they come back from the heap.
     def faults(mode):
-        done = subprocess.run(
-            [sys.executable, "-c", _THREE_BUFFERS, mode],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        done = run_python(_THREE_BUFFERS, mode, cwd=ROOT, check=True)
         return float(done.stdout.split()[-1])
 
     # (Above 16 even where numpy's buffers get 2 MiB pages: 24 of them.)
@@ -503,13 +504,7 @@ def test_one_core_pins_the_process_only_when_asked():
         "_common.pin_one_core(['--one-core'])\n"
         "print(before, unpinned, _common.usable_cores())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run_python(script, cwd=ROOT, check=True)
     before, unpinned, pinned = map(int, done.stdout.split())
     assert before == unpinned >= 2 and pinned == 1
 

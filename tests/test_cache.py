@@ -10,8 +10,6 @@ calls, changes a later result.
 import gc
 import json
 import os
-import subprocess
-import sys
 import threading
 import weakref
 
@@ -25,6 +23,7 @@ from _helpers import (
     exact,
     on_host_only,
     reference,
+    run_python,
     subprocess_env,
     to_numpy,
     traced,
@@ -251,18 +250,14 @@ def test_a_bad_budget_is_refused_naming_nbytes(nbytes):
 def test_the_budget_comes_from_the_environment_at_start(setting, budget):
     env = {**os.environ, cache.BUDGET_VARIABLE: setting}
     code = "import keras_posenc; print(keras_posenc.cache_info().budget)"
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
-    )
+    out = run_python(code, env=env, cwd=ROOT)
     assert out.stdout.strip() == str(budget), out.stderr[-2000:]
 
 
 def test_a_bad_budget_in_the_environment_is_refused_by_name():
     env = {**os.environ, cache.BUDGET_VARIABLE: "lots"}
     code = "import keras_posenc; keras_posenc.cache_info()"
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
-    )
+    out = run_python(code, env=env, cwd=ROOT)
     assert out.returncode != 0
     assert "KERAS_POSENC_CACHE_BYTES must be a non-negative number of bytes" in (
         out.stderr
@@ -584,13 +579,7 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
     )
     runs = []
     for _ in range(3):
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+        out = run_python(code, env=env, cwd=ROOT)
         assert out.returncode == 0, out.stderr[-3000:]
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     for start, held, after, counted in runs:

@@ -18,7 +18,15 @@ import time
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, TOL, keras, needs_tensorflow, reference
+from _helpers import (
+    BACKEND,
+    LEGACY,
+    TOL,
+    keras,
+    needs_tensorflow,
+    reference,
+    run_python,
+)
 
 import keras_posenc
 from keras_posenc import _tensorflow, cli, demo
@@ -61,6 +69,16 @@ def error_line(err, command):
     prefix = f"keras-posenc {command}: error: " if command else "keras-posenc: error: "
     assert lines[0].startswith(prefix), lines[0]
     return lines[0][len(prefix) :]
+
+
+def assert_refused_leaving_files(workdir, capsys, argv, message):
+    """`keras-posenc *argv` fails (exit 1, nothing on stdout) with one error
+    line holding `message`, and every file under `workdir` stays as it was."""
+    before = snapshot(workdir)
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    assert message in error_line(err, argv[0])
+    assert snapshot(workdir) == before
 
 
 def snapshot(root):
@@ -151,12 +169,7 @@ def test_every_dotted_name_the_docs_use_resolves_after_a_plain_import():
     # each submodule loads on first use, as the public names do.
     names = _documented_names()
     assert {"keras_posenc.compat.use_exact", "keras_posenc.plot.heatmap"} <= set(names)
-    done = subprocess.run(
-        [sys.executable, "-c", _RESOLVE_SCRIPT, *names],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **QUIET},
-    )
+    done = run_python(_RESOLVE_SCRIPT, *names, env={**os.environ, **QUIET})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["[]"], done.stdout
 
@@ -175,12 +188,7 @@ def test_import_registers_the_layers_for_keras_files():
         "f'keras_posenc>{n}') is not None for n in "
         "('SinusoidalPositionEncoding', 'RotaryEmbedding', 'AlibiBias')))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **QUIET},
-    )
+    done = run_python(script, env={**os.environ, **QUIET})
     assert done.stdout.strip() == "True", done.stderr[-2000:]
 
 
@@ -412,11 +420,7 @@ NUMBER = "a finite number > 0"
 )
 def test_bad_arguments_are_one_line_naming_the_flag(workdir, capsys, argv, message):
     # argparse errors: one line naming the flag and the value, exit 1, no files.
-    before = snapshot(workdir)
-    code, out, err = run(capsys, *argv)
-    assert code == 1 and out == ""
-    assert message in error_line(err, argv[0])
-    assert snapshot(workdir) == before
+    assert_refused_leaving_files(workdir, capsys, argv, message)
 
 
 @pytest.mark.parametrize(
@@ -583,11 +587,7 @@ def test_unwritable_out_fails_before_any_work(
     monkeypatch.setattr(export, "export_encoder", _never("exported"))
     for name in ("heatmap", "similarity", "wavelengths", "precision"):
         monkeypatch.setattr(plot, name, _never("drawn"))
-    before = snapshot(workdir)
-    code, out, err = run(capsys, *argv)
-    assert code == 1 and out == ""
-    assert message in error_line(err, argv[0])
-    assert snapshot(workdir) == before
+    assert_refused_leaving_files(workdir, capsys, argv, message)
 
 
 @pytest.mark.skipif(
@@ -942,10 +942,11 @@ def test_command_on_keras_default_backend_without_tensorflow_says_what_to_set(
         "from keras_posenc import cli; sys.exit(cli.main())"
     )
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    done = subprocess.run(
-        [sys.executable, "-c", script, "plot", "--out", str(tmp_path / "x.png")],
-        capture_output=True,
-        text=True,
+    done = run_python(
+        script,
+        "plot",
+        "--out",
+        str(tmp_path / "x.png"),
         env={**env, "KERAS_HOME": str(tmp_path / "keras")},
     )
     assert (done.returncode, done.stdout) == (1, "")

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from _helpers import BACKEND, LEGACY, keras, reference, to_numpy
+from _helpers import BACKEND, LEGACY, keras, keras_file_round_trip, reference, to_numpy
 from keras import ops
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -89,11 +89,26 @@ def test_rotary_layer_behaviours(kwargs, shape):
 
 @keras3
 @pytest.mark.parametrize(
-    "shape", [(None, 32), (None, 100, 32)], ids=["dynamic", "multi_dimension"]
+    "layer, shape",
+    [
+        ("RotaryEmbedding", (None, 32)),
+        ("RotaryEmbedding", (None, 100, 32)),
+        ("SinePositionEncoding", (100, 32)),
+        ("SinePositionEncoding", (None, 32)),
+        ("SinePositionEncoding", (None, 100, 32)),
+    ],
+    ids=[
+        "rotary-dynamic",
+        "rotary-multi_dimension",
+        "sine-static",
+        "sine-dynamic",
+        "sine-multi_dimension",
+    ],
 )
-def test_rotary_symbolic_output_shape(shape):
-    # keras-hub's dynamic and multi-dimension output shape tests.
-    outputs = compat.RotaryEmbedding()(keras.Input(shape=shape))
+def test_symbolic_output_shape(layer, shape):
+    # keras-hub's static (sine), dynamic and multi-dimension output shape
+    # tests of its RotaryEmbedding and SinePositionEncoding.
+    outputs = getattr(compat, layer)()(keras.Input(shape=shape))
     assert tuple(outputs.shape) == (None, *shape)
 
 
@@ -263,18 +278,6 @@ def test_sine_layer_behaviours(shape):
     np.testing.assert_allclose(out, theirs, atol=NOISE)
     expected = np.broadcast_to(reference(np.arange(4), 6), shape)
     np.testing.assert_allclose(out, expected, atol=NOISE)
-
-
-@keras3
-@pytest.mark.parametrize(
-    "shape",
-    [(100, 32), (None, 32), (None, 100, 32)],
-    ids=["static", "dynamic", "multi_dimension"],
-)
-def test_sine_symbolic_output_shape(shape):
-    # keras-hub's static, dynamic and multi-dimension output shape tests.
-    outputs = compat.SinePositionEncoding()(keras.Input(shape=shape))
-    assert tuple(outputs.shape) == (None, *shape)
 
 
 @keras3
@@ -703,9 +706,7 @@ def test_saved_after_use_exact_loads_exact_with_the_same_outputs(family, tmp_pat
     # The .keras file rebuilds keras-hub's model, then its exact layers.
     backbone, x = _backbone(family), _inputs(family)
     compat.use_exact(backbone)
-    path = str(tmp_path / "model.keras")
-    backbone.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = keras_file_round_trip(backbone, tmp_path / "model.keras")
     kinds = {type(layer).__module__ for layer in _position_layers(loaded)}
     assert kinds and all(k.startswith("keras_posenc.compat") for k in kinds)
     _assert_close(_outputs(loaded, x), _outputs(backbone, x))

@@ -128,7 +128,7 @@ def _d_fine_backbone():
     )
 
 
-def test_use_exact_on_a_d_fine_backbone(rng, tmp_path):
+def test_use_exact_on_a_d_fine_backbone(rng, exact_and_saved):
     # A tiny D-FINE of unknown image size, compiled (`predict_on_batch`):
     # the encoder stays the same object, weights and all, with the exact
     # sine; at these 4 x 6 maps keras-hub's is within float32 noise of it.
@@ -143,14 +143,5 @@ def test_use_exact_on_a_d_fine_backbone(rng, tmp_path):
     assert encoder.build_2d_sincos_position_embedding is rt_detr_sincos
     for a, b in zip(encoder.weights, weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), b)
-    after = backbone.predict_on_batch(images)
-    for key in before:
-        assert max_diff(after[key], before[key]) < 1e-5
-    assert compat.use_exact(backbone) == 0
-    path = str(tmp_path / "d_fine.keras")
-    backbone.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = exact_and_saved(backbone, images, before, "d_fine.keras")
     assert isinstance(loaded.encoder, ExactSincos)
-    again = loaded.predict_on_batch(images)
-    for key in after:
-        np.testing.assert_allclose(again[key], after[key], atol=1e-6)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from _helpers import LEGACY, TOL, keras, max_diff, to_numpy
+from _helpers import LEGACY, TOL, assert_layer_round_trips, keras, max_diff, to_numpy
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -143,14 +143,7 @@ def test_keras_hub_config_and_keras_file_round_trip(tmp_path, normalize):
     assert layer.get_config() == {**hub_config, **layer.get_config()}
     inputs = keras.Input((2,))
     model = keras.Model(inputs, layer(inputs, height=3, width=4))
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    again = loaded.get_layer("pe")
-    assert isinstance(again, Ours)
-    assert again.get_config() == layer.get_config()
-    x = np.zeros((2, 2), "float32")
-    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+    assert_layer_round_trips(model, layer, np.zeros((2, 2), "float32"), tmp_path)
 
 
 def test_use_exact_on_a_geometry_encoder(rng):

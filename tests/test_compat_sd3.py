@@ -8,7 +8,7 @@ call, their MLP swapped for `Identity`.
 
 import numpy as np
 import pytest
-from _helpers import LEGACY, TOL, keras, max_diff, to_numpy
+from _helpers import LEGACY, TOL, assert_layer_round_trips, keras, max_diff, to_numpy
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -108,17 +108,9 @@ def test_keras_file_round_trip(tmp_path):
     t = keras.Input((1,))
     layer = compat.SD3TimestepEmbedding(8, 7, max_period=100, name="te")
     model = keras.Model(t, layer(t))
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    again = loaded.get_layer("te")
-    assert isinstance(again, compat.SD3TimestepEmbedding)
-    assert again.get_config() == layer.get_config()
+    again = assert_layer_round_trips(model, layer, TIMESTEPS, tmp_path)
     for a, b in zip(again.weights, layer.weights, strict=True):
         np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
-    np.testing.assert_array_equal(
-        to_numpy(loaded(TIMESTEPS)), to_numpy(model(TIMESTEPS))
-    )
     # keras-hub's config makes the same layer.
     hub_config = _hub_layer(8, 7, max_period=100, name="te").get_config()
     again = compat.SD3TimestepEmbedding.from_config(hub_config)

@@ -7,7 +7,7 @@ The reference is a float64 transcription of keras-hub's
 
 import numpy as np
 import pytest
-from _helpers import LEGACY, TOL, keras, max_diff, to_numpy
+from _helpers import LEGACY, TOL, assert_layer_round_trips, keras, max_diff, to_numpy
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -120,13 +120,7 @@ def test_keras_hub_config_and_keras_file_round_trip(tmp_path):
     assert layer.get_config() == {**hub_config, **layer.get_config()}
     ids = keras.Input((None,), dtype="int32")
     model = keras.Model(ids, layer(ids))
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    again = loaded.get_layer("pe")
-    assert isinstance(again, Ours)
-    assert again.get_config() == layer.get_config()
-    np.testing.assert_array_equal(to_numpy(loaded(_ids(9))), to_numpy(model(_ids(9))))
+    assert_layer_round_trips(model, layer, _ids(9), tmp_path)
 
 
 def _backbone():
@@ -145,7 +139,7 @@ def _backbone():
     )
 
 
-def test_use_exact_on_a_video_prism_backbone(rng, tmp_path):
+def test_use_exact_on_a_video_prism_backbone(rng, exact_and_saved):
     # The smallest VideoPrism with a text encoder, compiled
     # (`predict_on_batch`); at 5 tokens keras-hub's signal is within float32
     # noise of the exact one, and so are the outputs.
@@ -160,14 +154,5 @@ def test_use_exact_on_a_video_prism_backbone(rng, tmp_path):
     assert compat.use_exact(backbone) == 1
     assert backbone.text_embedding.position_embedding is layer
     assert isinstance(layer, Ours)
-    after = backbone.predict_on_batch(x)
-    for key in before:
-        assert max_diff(after[key], before[key]) < 1e-5
-    assert compat.use_exact(backbone) == 0
-    path = str(tmp_path / "backbone.keras")
-    backbone.save(path)
-    loaded = keras.saving.load_model(path)
+    loaded = exact_and_saved(backbone, x, before, "backbone.keras")
     assert isinstance(loaded.text_embedding.position_embedding, Ours)
-    again = loaded.predict_on_batch(x)
-    for key in after:
-        np.testing.assert_allclose(again[key], after[key], atol=1e-6)

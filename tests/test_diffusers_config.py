@@ -186,33 +186,35 @@ def test_a_key_the_class_does_not_take_is_refused():
         RotaryEmbedding.from_diffusers_config(config)
 
 
-def test_a_class_not_read_is_refused_by_name():
-    config = {"_class_name": "UNet2DConditionModel", "sample_size": 64}
-    expected = (
-        "a diffusers transformer whose position code keras_posenc reads, one of "
-        "['CogVideoXTransformer3DModel', 'DiTTransformer2DModel', "
-        "'FluxTransformer2DModel', 'HunyuanVideoTransformer3DModel', "
-        "'PixArtTransformer2DModel', "
-        "'SD3Transformer2DModel', 'SanaTransformer2DModel', "
-        "'WanTransformer3DModel'] (or a legacy "
-        "['Transformer2DModel'])"
-    )
-    with pytest.raises(
-        ValueError, match=message("_class_name", expected, "'UNet2DConditionModel'")
-    ):
-        TimestepEmbedding.from_diffusers_config(config)
-
-
-def test_a_legacy_class_of_another_norm_type_is_refused():
-    config = {"_class_name": "Transformer2DModel", "norm_type": "layer_norm"}
-    expected = (
-        "one of ['ada_norm_single', 'ada_norm_zero'] (diffusers loads a "
-        "Transformer2DModel with it as DiTTransformer2DModel or "
-        "PixArtTransformer2DModel, read here; no other Transformer2DModel is)"
-    )
-    with pytest.raises(
-        ValueError, match=message("norm_type", expected, "'layer_norm'")
-    ):
+@pytest.mark.parametrize(
+    "config, name, expected, value",
+    [
+        pytest.param(
+            {"_class_name": "UNet2DConditionModel", "sample_size": 64},
+            "_class_name",
+            "a diffusers transformer whose position code keras_posenc reads, one "
+            "of ['CogVideoXTransformer3DModel', 'DiTTransformer2DModel', "
+            "'FluxTransformer2DModel', 'HunyuanVideoTransformer3DModel', "
+            "'PixArtTransformer2DModel', "
+            "'SD3Transformer2DModel', 'SanaTransformer2DModel', "
+            "'WanTransformer3DModel'] (or a legacy "
+            "['Transformer2DModel'])",
+            "'UNet2DConditionModel'",
+            id="a-class-not-read",
+        ),
+        pytest.param(
+            {"_class_name": "Transformer2DModel", "norm_type": "layer_norm"},
+            "norm_type",
+            "one of ['ada_norm_single', 'ada_norm_zero'] (diffusers loads a "
+            "Transformer2DModel with it as DiTTransformer2DModel or "
+            "PixArtTransformer2DModel, read here; no other Transformer2DModel is)",
+            "'layer_norm'",
+            id="a-legacy-class-of-another-norm-type",
+        ),
+    ],
+)
+def test_a_class_not_read_is_refused_by_name(config, name, expected, value):
+    with pytest.raises(ValueError, match=message(name, expected, value)):
         TimestepEmbedding.from_diffusers_config(config)
 
 

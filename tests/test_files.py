@@ -375,6 +375,37 @@ def test_renameat2_errors_name_the_destination(tmp_path):
         )
 
 
+def _at_once(target, arguments):
+    """Calls `target(*args)` for each of `arguments`, each in its own
+    thread, all started before any is joined."""
+    threads = [threading.Thread(target=target, args=args) for args in arguments]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _overwrites_at_once(path, count, wait_before_writing):
+    """`count` writers export to `path` with overwrite=True at once, writer
+    `i` writing `str(i)`; inside their staging they meet at a barrier, before
+    writing (`wait_before_writing`) or after. Returns what they raised."""
+    barrier, errors = threading.Barrier(count), []
+
+    def export(label):
+        try:
+            with _files.atomic_directory(path, overwrite=True) as s:
+                if wait_before_writing:
+                    barrier.wait(timeout=10)
+                _write(s, label.encode())
+                if not wait_before_writing:
+                    barrier.wait(timeout=10)
+        except BaseException as error:
+            errors.append(error)
+
+    _at_once(export, [(str(i),) for i in range(count)])
+    return errors
+
+
 def test_concurrent_new_exports_exactly_one_wins(tmp_path, rename_mode):
     # Two writers that both saw no `path`: one publishes, the other gets
     # FileExistsError instead of silently replacing the winner.
@@ -389,11 +420,7 @@ def test_concurrent_new_exports_exactly_one_wins(tmp_path, rename_mode):
         except FileExistsError as error:
             outcomes[label] = str(error)
 
-    threads = [threading.Thread(target=export, args=(label,)) for label in "ab"]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _at_once(export, [(label,) for label in "ab"])
     (winner,) = [label for label, outcome in outcomes.items() if outcome == "published"]
     (loser,) = {"a", "b"} - {winner}
     assert "Pass overwrite=True (or --overwrite)" in outcomes[loser]
@@ -412,22 +439,7 @@ def test_concurrent_overwrites_all_publish(tmp_path, rename_mode):
     # the others are staged: none takes another's staging for debris, every
     # one publishes, the last one's content stays, nothing else is left.
     _saved_model(tmp_path / "model")
-    barrier, errors = threading.Barrier(6), []
-
-    def export(label):
-        try:
-            with _files.atomic_directory(tmp_path / "model", overwrite=True) as s:
-                barrier.wait(timeout=10)
-                _write(s, label.encode())
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=export, args=(str(i),)) for i in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert _overwrites_at_once(tmp_path / "model", 6, wait_before_writing=True) == []
     assert _tree(tmp_path / "model")["saved_model.pb"] in {
         b"0",
         b"1",
@@ -468,22 +480,7 @@ def test_refusal_judges_the_export_there_after_a_concurrent_swap(tmp_path, monke
 def test_concurrent_overwrites_of_a_missing_path_all_publish(tmp_path, rename_mode):
     # Writers with overwrite=True that all saw no `path`: the ones that lose
     # the race to create it replace the winner instead of failing.
-    barrier, errors = threading.Barrier(4), []
-
-    def export(label):
-        try:
-            with _files.atomic_directory(tmp_path / "model", overwrite=True) as s:
-                _write(s, label.encode())
-                barrier.wait(timeout=10)
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=export, args=(str(i),)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert _overwrites_at_once(tmp_path / "model", 4, wait_before_writing=False) == []
     assert _tree(tmp_path / "model")["saved_model.pb"] in {b"0", b"1", b"2", b"3"}
     assert _listing(tmp_path) == ["model"]
 
@@ -520,11 +517,7 @@ def test_fallback_lock_admits_one_holder_at_a_time(tmp_path):
                 with guard:
                     holders[0] -= 1
 
-    threads = [threading.Thread(target=take) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _at_once(take, [()] * 8)
     assert most[0] == 1
     assert os.listdir(tmp_path) == []
 
@@ -927,10 +920,15 @@ def test_kill_9_between_the_fallback_renames_is_restored(tmp_path):
 # atomic_file
 
 
+def _write_file(path, data, overwrite=False):
+    """Writes the bytes `data` to `path` through `atomic_file`."""
+    with _files.atomic_file(path, overwrite=overwrite) as temp:
+        Path(temp).write_bytes(data)
+
+
 def test_file_publishes_a_new_file(tmp_path):
     # The written temporary file appears at `path`; nothing else is left.
-    with _files.atomic_file(tmp_path / "pe.png") as temp:
-        Path(temp).write_bytes(b"png")
+    _write_file(tmp_path / "pe.png", b"png")
     assert (tmp_path / "pe.png").read_bytes() == b"png"
     assert _listing(tmp_path) == ["pe.png"]
 
@@ -939,8 +937,7 @@ def test_file_refuses_an_existing_file_without_overwrite(tmp_path):
     # An existing file is kept byte for byte unless overwrite is asked for.
     (tmp_path / "pe.png").write_bytes(b"old")
     with pytest.raises(FileExistsError, match="Pass overwrite=True"):
-        with _files.atomic_file(tmp_path / "pe.png") as temp:
-            Path(temp).write_bytes(b"new")
+        _write_file(tmp_path / "pe.png", b"new")
     assert (tmp_path / "pe.png").read_bytes() == b"old"
     assert _listing(tmp_path) == ["pe.png"]
 
@@ -948,8 +945,7 @@ def test_file_refuses_an_existing_file_without_overwrite(tmp_path):
 def test_file_overwrites_a_regular_file(tmp_path):
     # With overwrite a regular file is replaced in one rename.
     (tmp_path / "pe.png").write_bytes(b"old")
-    with _files.atomic_file(tmp_path / "pe.png", overwrite=True) as temp:
-        Path(temp).write_bytes(b"new")
+    _write_file(tmp_path / "pe.png", b"new", overwrite=True)
     assert (tmp_path / "pe.png").read_bytes() == b"new"
     assert _listing(tmp_path) == ["pe.png"]
 
@@ -959,8 +955,7 @@ def test_file_never_overwrites_a_directory(tmp_path):
     (tmp_path / "pe.png").mkdir()
     (tmp_path / "pe.png" / "keep.txt").write_bytes(b"keep")
     with pytest.raises(ValueError, match="it is not a regular file"):
-        with _files.atomic_file(tmp_path / "pe.png", overwrite=True) as temp:
-            Path(temp).write_bytes(b"new")
+        _write_file(tmp_path / "pe.png", b"new", overwrite=True)
     assert _tree(tmp_path) == {"pe.png/keep.txt": b"keep"}
 
 
@@ -988,8 +983,7 @@ def test_file_mode_follows_the_umask(tmp_path):
     # Like a plain open(): 0o666 & ~umask, not mkstemp's 0600.
     previous = os.umask(0o022)
     try:
-        with _files.atomic_file(tmp_path / "pe.png") as temp:
-            Path(temp).write_bytes(b"png")
+        _write_file(tmp_path / "pe.png", b"png")
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "pe.png").stat().st_mode) == 0o644
@@ -1000,8 +994,7 @@ def test_file_cleans_a_dead_writers_temporary(tmp_path):
     # next write, and so does its lock file.
     _hidden(tmp_path / "pe.png", "0123456789ab", "lock").touch()
     _hidden(tmp_path / "pe.png", "0123456789ab", "partial.png").write_bytes(b"half")
-    with _files.atomic_file(tmp_path / "pe.png") as temp:
-        Path(temp).write_bytes(b"png")
+    _write_file(tmp_path / "pe.png", b"png")
     assert _listing(tmp_path) == ["pe.png"]
 
 

@@ -59,6 +59,25 @@ def _layout_order(values, layout):
 # -- every architecture, against its own transformers rotary module -----------------
 
 
+def _assert_long_cos_sin(layer, positions, freqs64, factor):
+    """The layer's cos and sin at `positions` are the float64 cos(p w) and
+    sin(p w) of the float64 frequencies `freqs64`, in its layout, times
+    `factor`, within `LONG_TOL` (scaled by the factor above 1)."""
+    cos, sin = rotary_cos_sin(
+        positions,
+        layer.rotary_dim,
+        max_wavelength=layer.max_wavelength,
+        rope_scaling=layer.rope_scaling,
+        layout=layer.layout,
+    )
+    angles = positions[:, None] * freqs64
+    tol = LONG_TOL * max(1.0, factor)
+    want_cos = _layout_order(np.cos(angles), layer.layout) * factor
+    want_sin = _layout_order(np.sin(angles), layer.layout) * factor
+    np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
+    np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_rotary_dim_layout_and_attention_factor_match_transformers(case):
     # What the model rotates, how it pairs features, and its factor on cos/sin.
@@ -97,21 +116,12 @@ def test_rotated_query_matches_transformers(case):
 def test_cos_sin_within_2_5e7_of_float64_at_long_positions(case):
     # 0..4095, 131000..131071 and 10**6: float64 angles of the float64
     # frequencies, in the model's layout, times its attention factor.
-    layer = _layer(case)
-    dim, factor = layer.rotary_dim, case["attention_scaling"]
-    cos, sin = rotary_cos_sin(
+    _assert_long_cos_sin(
+        _layer(case),
         LONG_POSITIONS,
-        dim,
-        max_wavelength=layer.max_wavelength,
-        rope_scaling=layer.rope_scaling,
-        layout=layer.layout,
+        _golden(case, "inv_freq64"),
+        case["attention_scaling"],
     )
-    angles = LONG_POSITIONS[:, None] * _golden(case, "inv_freq64")
-    tol = LONG_TOL * max(1.0, factor)
-    want_cos = _layout_order(np.cos(angles), layer.layout) * factor
-    want_sin = _layout_order(np.sin(angles), layer.layout) * factor
-    np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
-    np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
 
 
 # -- every model type with a rotary module, against that module (the survey) -------
@@ -254,20 +264,9 @@ def test_cos_sin_within_2_5e7_of_the_module_at_long_positions(case):
             np.arange(10**6 - 64, 10**6 + 65),
         ]
     )
-    cos, sin = rotary_cos_sin(
-        positions,
-        layer.rotary_dim,
-        max_wavelength=layer.max_wavelength,
-        rope_scaling=layer.rope_scaling,
-        layout=layer.layout,
+    _assert_long_cos_sin(
+        layer, positions, SURVEY_FREQS[want["inv_freq"]], want["attention_factor"]
     )
-    factor = want["attention_factor"]
-    angles = positions[:, None] * SURVEY_FREQS[want["inv_freq"]]
-    tol = LONG_TOL * max(1.0, factor)
-    want_cos = _layout_order(np.cos(angles), layer.layout) * factor
-    want_sin = _layout_order(np.sin(angles), layer.layout) * factor
-    np.testing.assert_allclose(to_numpy(cos), want_cos, rtol=0, atol=tol)
-    np.testing.assert_allclose(to_numpy(sin), want_sin, rtol=0, atol=tol)
 
 
 # -- RoPE split by layer type, with scalings (make_layers.py) --------------------------

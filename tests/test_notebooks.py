@@ -110,6 +110,13 @@ def _outputs(book):
     return [o for cell in book.cells if cell.cell_type == "code" for o in cell.outputs]
 
 
+def _each_executed_notebook(test):
+    """`test(path, executed)` run on each executed notebook: slow, and
+    Keras 3 only (as every test that runs them)."""
+    test = pytest.mark.parametrize("path", EXECUTED, ids=os.path.basename)(test)
+    return pytest.mark.slow(keras3_pass(test))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_notebook_is_committed_without_outputs(path):
     # Outputs are not committed, so that diffs stay readable.
@@ -186,9 +193,7 @@ def test_notebook_extra_brings_every_module_the_notebooks_import():
             assert names & brought, f"{os.path.basename(path)} imports {module}"
 
 
-@pytest.mark.slow
-@keras3_pass
-@pytest.mark.parametrize("path", EXECUTED, ids=os.path.basename)
+@_each_executed_notebook
 def test_notebook_runs_and_shows_its_results(path, executed):
     # Top to bottom on this backend without an error (its own asserts
     # included), with its pictures and its key printed result; anything it
@@ -204,9 +209,7 @@ def test_notebook_runs_and_shows_its_results(path, executed):
         assert f"Keras backend: {BACKEND}" in text
 
 
-@pytest.mark.slow
-@keras3_pass
-@pytest.mark.parametrize("path", EXECUTED, ids=os.path.basename)
+@_each_executed_notebook
 def test_notebook_shows_no_warnings_logs_or_temporary_paths(path, executed):
     # What the site shows of it, as the site build runs it: nothing on
     # stderr (notebook 04 showed tqdm's ipywidgets warning; TensorFlow's

@@ -389,40 +389,30 @@ def test_apply_rotary_keeps_the_dtype_and_passes_the_rest_through():
     np.testing.assert_array_equal(to_numpy(out)[..., 4:], to_numpy(x)[..., 4:])
 
 
+_EVEN_WIDTH = r"`cos`, expected a positive even last dimension, at most 8"
+
+
 @pytest.mark.parametrize(
-    "x, table, other, match",
+    "dtype, table, other, match",
     [
+        ("int32", 8, 8, r"`x`, expected a floating tensor with a known last dimension"),
         (
-            np.zeros((5, 8), "int32"),
-            (5, 8),
-            (5, 8),
-            r"`x`, expected a floating tensor with a known last dimension",
-        ),
-        (
-            np.zeros((5, 8), "float32"),
-            (5, 8),
-            (5, 4),
+            "float32",
+            8,
+            4,
             r"`sin`, expected the shape of `cos` \(5, 8\). "
             r"Received: sin='<shape=\(5, 4\)>'",
         ),
-        (
-            np.zeros((5, 8), "float32"),
-            (5, 3),
-            (5, 3),
-            r"`cos`, expected a positive even last dimension, at most 8",
-        ),
-        (
-            np.zeros((5, 8), "float32"),
-            (5, 10),
-            (5, 10),
-            r"`cos`, expected a positive even last dimension, at most 8",
-        ),
+        ("float32", 3, 3, _EVEN_WIDTH),
+        ("float32", 10, 10, _EVEN_WIDTH),
     ],
     ids=["integer-x", "shapes", "odd", "too-wide"],
 )
-def test_apply_rotary_bad_arguments(x, table, other, match):
+def test_apply_rotary_bad_arguments(dtype, table, other, match):
+    # x is [5, 8] of `dtype`; cos [5, table] and sin [5, other].
+    x = np.zeros((5, 8), dtype)
     with pytest.raises(ValueError, match=match):
-        apply_rotary(x, np.ones(table, "float32"), np.zeros(other, "float32"))
+        apply_rotary(x, np.ones((5, table), "float32"), np.zeros((5, other), "float32"))
 
 
 def test_apply_rotary_bad_layout():

@@ -128,18 +128,7 @@ def run(model_type, types, arrays):
                 "layer_type": layer_type,
                 "seq_len": int(survey.LONG.max()) + 1,
             }
-            try:
-                facts, inverse, ran = survey.module_facts(
-                    module, classes, raw, layer_type, survey.LONG
-                )
-            except Exception as error:
-                case["error"] = survey._message(error)
-            else:
-                case["seq_len"] = int(ran.max()) + 1
-                key = inverse.tobytes()
-                arrays.setdefault(key, (f"l{len(arrays)}", inverse))
-                facts["inv_freq"] = arrays[key][0]
-                case["transformers"] = facts
+            survey.record_facts(case, module, classes, survey.LONG, arrays, "l")
             cases.append(case)
     return cases
 

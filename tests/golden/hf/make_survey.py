@@ -634,6 +634,25 @@ def _raw(model_type, text_type, keys):
     return {"model_type": model_type, "text_config": keys}
 
 
+def record_facts(case, module, classes, positions, arrays, prefix):
+    """Runs the rotary module on `case`'s config and layer type at
+    `positions`: its facts go to `case["transformers"]` (its frequencies
+    kept once in `arrays`, named `prefix` and a number) and the positions it
+    ran to `case["seq_len"]`, or its error to `case["error"]`."""
+    try:
+        facts, inverse, ran = module_facts(
+            module, classes, case["config"], case["layer_type"], positions
+        )
+    except Exception as error:
+        case["error"] = _message(error)
+    else:
+        case["seq_len"] = int(ran.max()) + 1
+        key = inverse.tobytes()
+        arrays.setdefault(key, (f"{prefix}{len(arrays)}", inverse))
+        facts["inv_freq"] = arrays[key][0]
+        case["transformers"] = facts
+
+
 def survey(model_type, module, classes, arrays, types):
     """Every case of `model_type`, with the module's facts or its error."""
     text_type = composite(model_type)
@@ -656,18 +675,7 @@ def survey(model_type, module, classes, arrays, types):
                 "layer_type": layer_type,
                 "seq_len": int(values.max()) + 1,
             }
-            try:
-                facts, inverse, ran = module_facts(
-                    module, classes, raw, layer_type, values
-                )
-            except Exception as error:
-                case["error"] = _message(error)
-            else:
-                case["seq_len"] = int(ran.max()) + 1
-                key = inverse.tobytes()
-                arrays.setdefault(key, (f"f{len(arrays)}", inverse))
-                facts["inv_freq"] = arrays[key][0]
-                case["transformers"] = facts
+            record_facts(case, module, classes, values, arrays, "f")
             cases.append(case)
     return cases
 

@@ -77,17 +77,10 @@ def _llama(head_dim, max_pos=4096, theta=10000.0, rope_scaling=None):
 
 
 def _phi3(head_dim, max_pos=4096, theta=10000.0, rope_scaling=None, **extra):
-    # Phi3 derives the rotary size from hidden_size // num_attention_heads.
-    cfg = {
-        "hidden_size": head_dim * NUM_HEADS,
-        "num_attention_heads": NUM_HEADS,
-        "num_key_value_heads": NUM_HEADS,
-        "num_hidden_layers": 1,
-        "max_position_embeddings": max_pos,
-        "rope_theta": theta,
-    }
-    if rope_scaling is not None:
-        cfg["rope_scaling"] = rope_scaling
+    # Phi3 derives the rotary size from hidden_size // num_attention_heads:
+    # Llama's config without its head_dim.
+    cfg = _llama(head_dim, max_pos, theta, rope_scaling)
+    del cfg["head_dim"]
     cfg.update(extra)
     return cfg
 
@@ -99,6 +92,19 @@ YARN = {
     "beta_fast": 32,
     "beta_slow": 1,
 }
+
+
+def _longrope(name, seq_len):
+    """Phi-3's LongRoPE case at `seq_len` (up to 4096: the short factors)."""
+    config = _phi3(
+        64,
+        max_pos=131072,
+        rope_scaling=copy.deepcopy(LONGROPE),
+        original_max_position_embeddings=4096,
+    )
+    return {"name": name, "model": "phi3", "seq_len": seq_len, "config": config}
+
+
 LONGROPE = {
     "rope_type": "longrope",
     "short_factor": SHORT_FACTOR,
@@ -159,28 +165,8 @@ CASES = [
             },
         ),
     },
-    {
-        "name": "longrope_short",
-        "model": "phi3",
-        "seq_len": 4096,
-        "config": _phi3(
-            64,
-            max_pos=131072,
-            rope_scaling=copy.deepcopy(LONGROPE),
-            original_max_position_embeddings=4096,
-        ),
-    },
-    {
-        "name": "longrope_long",
-        "model": "phi3",
-        "seq_len": 8192,
-        "config": _phi3(
-            64,
-            max_pos=131072,
-            rope_scaling=copy.deepcopy(LONGROPE),
-            original_max_position_embeddings=4096,
-        ),
-    },
+    _longrope("longrope_short", 4096),
+    _longrope("longrope_long", 8192),
     {
         "name": "partial",
         "model": "phi3",

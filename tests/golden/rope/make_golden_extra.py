@@ -70,32 +70,27 @@ def _text(model, **extra):
     return {"model": model, "config": dict(base, **extra)}
 
 
+def _qwen2_mrope(model, section, **extra):
+    """A Qwen2-VL-style case (``rope_scaling`` of type "mrope", theta 1e6)
+    and the `RotaryEmbedding` arguments that express it."""
+    return dict(
+        _text(
+            model,
+            rope_theta=1000000.0,
+            rope_scaling={"type": "mrope", "mrope_section": list(section)},
+            **extra,
+        ),
+        name=f"mrope_{model}",
+        arguments={
+            "max_wavelength": 1000000.0,
+            "rope_scaling": {"rope_type": "default", "mrope_section": list(section)},
+        },
+    )
+
+
 CASES = [
-    dict(
-        _text(
-            "qwen2_vl",
-            rope_theta=1000000.0,
-            rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
-        ),
-        name="mrope_qwen2_vl",
-        arguments={
-            "max_wavelength": 1000000.0,
-            "rope_scaling": {"rope_type": "default", "mrope_section": [16, 24, 24]},
-        },
-    ),
-    dict(
-        _text(
-            "qwen2_5_vl",
-            hidden_size=128,
-            rope_theta=1000000.0,
-            rope_scaling={"type": "mrope", "mrope_section": [8, 12, 12]},
-        ),
-        name="mrope_qwen2_5_vl",
-        arguments={
-            "max_wavelength": 1000000.0,
-            "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12]},
-        },
-    ),
+    _qwen2_mrope("qwen2_vl", [16, 24, 24]),
+    _qwen2_mrope("qwen2_5_vl", [8, 12, 12], hidden_size=128),
     dict(
         _text(
             "qwen3_vl",
