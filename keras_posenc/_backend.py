@@ -572,6 +572,28 @@ def slice_rows(table, start, length):
     return ops.slice(table, begin, (length, table.shape[1]))
 
 
+def rows_in_chunks(rows_of, count, step):
+    """``rows_of(first, n)`` over ``[0, count)`` in chunks of `step` rows, joined.
+
+    On torch each chunk is written into the result as it is made, so a
+    build peaks near the result and one chunk's temporaries; elsewhere
+    (tensors are not written in place) the chunks are concatenated: near
+    twice the result.
+    """
+    if count <= step:
+        return rows_of(0, count)
+    chunks = ((first, min(step, count - first)) for first in range(0, count, step))
+    if NAME != "torch":
+        return ops.concatenate([rows_of(*chunk) for chunk in chunks], axis=0)
+    first = rows_of(*next(chunks))
+    out = first.new_empty((count, *first.shape[1:]))
+    out[:step] = first
+    del first
+    for start, length in chunks:
+        out[start : start + length] = rows_of(start, length)
+    return out
+
+
 def unstack(x):
     """`x`'s rows (axis 0) as a list of tensors (eagerly).
 
