@@ -575,12 +575,15 @@ def slice_rows(table, start, length):
 def rows_in_chunks(rows_of, count, step):
     """``rows_of(first, n)`` over ``[0, count)`` in chunks of `step` rows, joined.
 
-    On torch each chunk is written into the result as it is made, so a
-    build peaks near the result and one chunk's temporaries; elsewhere
-    (tensors are not written in place) the chunks are concatenated: near
-    twice the result.
+    For rows whose computation holds temporaries several times their size
+    (eager torch ops, a TF graph without XLA). On torch each chunk is
+    written into the result as it is made, so a build peaks near the
+    result and one chunk's temporaries; on TensorFlow (tensors are not
+    written in place) the chunks are concatenated: near twice the result.
+    On JAX in one piece: XLA fuses the computation into the one output,
+    and chunks would double it.
     """
-    if count <= step:
+    if count <= step or NAME == "jax":
         return rows_of(0, count)
     chunks = ((first, min(step, count - first)) for first in range(0, count, step))
     if NAME != "torch":

@@ -43,7 +43,7 @@ _WAVELENGTH = 10000.0
 # on top of the axes already built a build peaks near its table on torch
 # (chunks written in place) and twice it elsewhere (chunks joined), not
 # three times.
-TABLE_CHUNK_BYTES = 2**23
+TABLE_CHUNK_BYTES = 2**22
 
 
 def blocks(rank, dim):
@@ -188,10 +188,19 @@ class GridRows:
                 self._engine(axis, width, 1 if maximum is None else maximum[axis])
 
     def _tables(self):
+        """The axis tables (computed: a lookup table is no view of kept rows),
+        the largest built first: a build's peak is the tables already built
+        and the one being built (twice itself where chunks are joined)."""
         maximum = self.axes.options.max_grid_shape
-        return [  # computed (a lookup table is no view of kept rows)
-            self._table(axis, width, maximum[axis]) for axis, width in self.blocks
-        ]
+        tables: list = [None] * len(self.blocks)
+        by_size = sorted(
+            range(len(self.blocks)),
+            key=lambda k: -maximum[self.blocks[k][0]] * self.blocks[k][1],
+        )
+        for k in by_size:
+            axis, width = self.blocks[k]
+            tables[k] = self._table(axis, width, maximum[axis])
+        return tables
 
     def _table(self, axis, width, size):
         """The lookup table of one axis: `size` rows, built in chunks of at
