@@ -563,8 +563,9 @@ def _memory_around_clear_cache(count, depth=4096):
 def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
     # The measurement, smaller: configurations used once at depth
     # 4096 by a sinusoidal and a RoPE layer (a prompt, then a step), layers
-    # dropped. The engines they kept (about 4 MiB each on torch, 17 on TF and
-    # JAX) are counted, and clear_cache gives their memory back to the system.
+    # dropped. The engines they kept (about 2 MiB each on torch, whose tensors
+    # share the host constants on a CPU: 4 before 0.5.0; 17 on TF and JAX) are
+    # counted, and clear_cache gives their memory back to the system.
     # Measured in fresh interpreters: in the suite's process, what earlier
     # tests left in the allocator's arenas moves the resident size by tens of
     # MiB either way; in a fresh one JAX's runtime still moves it by about
@@ -594,7 +595,7 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
         assert out.returncode == 0, out.stderr[-3000:]
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     for start, held, after, counted in runs:
-        assert counted >= 2 * 4 * count  # two engines per configuration
+        assert counted >= 2 * 2 * count  # two engines per configuration
         assert held - after >= counted / 2, (start, held, after, counted)
     start, held, after, counted = min(runs, key=lambda r: r[2] - r[0])
     assert after - start < 128 * count / 64 + 16, runs

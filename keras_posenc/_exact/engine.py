@@ -167,20 +167,25 @@ FIRST_STEP_ROWS = 2 * FINE_ROWS
 # tensors (torch) or the constants of its compiled programs (TF, JAX), and
 # what compiling costs. Measured as process growth per kept encoder after
 # a prompt and a decoding step at depth 4096 (2.15 MiB of host constants):
-# torch 4.3 MiB, JAX 12.6 (RoPE) to 17.3 (sinusoidal), TF 21.5. The budget
+# torch 2.2 MiB (its tensors share the host arrays on a CPU, 0.5.0; 4.3
+# before), JAX 12.6 (RoPE) to 17.3 (sinusoidal), TF 21.5. The budget
 # counts it; tests/test_cache.py checks that clear_cache frees it.
-HELD_COPIES = {"torch": 2, "jax": 8, "tensorflow": 10}.get(_backend.NAME, 8)
+HELD_COPIES = {"torch": 1, "jax": 8, "tensorflow": 10}.get(_backend.NAME, 8)
 
 
 def held_bytes(*host):
     """What an engine built on `host` (`PhaseConstants`) holds, roughly: the
     host constants, times `HELD_COPIES` (device tensors, compiled programs;
-    measured)."""
+    measured), and once more for torch tensors on an accelerator (a copy
+    in its memory)."""
     arrays = []
     for h in host:
         arrays += [h.turn_hi, h.turn_mid, h.turn_lo, h.fine_u, h.fine_v]
         arrays += [h.chunk_turns, h.chunk_rests]
-    return HELD_COPIES * sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
+    copies = HELD_COPIES
+    if _backend.NAME == "torch" and not str(_backend.device_key()).startswith("cpu"):
+        copies += 1
+    return copies * sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
 
 
 def _phase(q, consts):
