@@ -140,7 +140,7 @@ def _shared_tensors(device, cos_first):
     shared = _SHARED_TENSORS.get((device, cos_first))
     if shared is None:
         arrays = {
-            field.name: field.default_factory()  # type: ignore[misc]
+            field.name: field.default_factory()  # type: ignore[operator]
             for field in dataclasses.fields(EngineConstants)
             if field.name not in ("layout", "width", *_OWN_FIELDS)
         }
