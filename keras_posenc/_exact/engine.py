@@ -472,8 +472,9 @@ class Encoder:
         `FIRST_STEP_ROWS`) are computed once and kept (`kept`), so
         the next steps (and every layer sharing this encoder) read them,
         with the bits of `rows`, without running the engine; `steps` holds
-        them one by one (``[1, C]`` each, split once, when the block is
-        made), so a one-position step costs no op at all (a TF eager slice
+        them one by one (``[1, C]`` each, `_backend.SplitRows`: split once,
+        when the block is made, or on torch when a step first reads the
+        row), so a one-position step costs no op at all (a TF eager slice
         costs more than a plain Keras layer's whole call). Several sessions decoding
         at once each keep their block (one per base). A longer span (a
         prompt, which every layer of a model asks for in turn) is kept the

@@ -194,7 +194,8 @@ class StepTables:
             tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
             shape = (rows.shape[0], *([1] * self.trailing), self.dim)
             cos, sin = (ops.reshape(t, shape) for t in tables)
-            # One position per step: split once, read without an op.
+            # One position per step: split once (on torch as read), read
+            # without an op.
             split = _backend.SplitRows(cos, sin)
         return base, cos, sin, split
 
