@@ -152,6 +152,33 @@ def owned(x):
     return tf.raw_ops.DeepCopy(x=x)
 
 
+_SHARED_DTYPES = (np.dtype("int32"), np.dtype("float32"), np.dtype("bool"))
+
+
+def constant(array):
+    """numpy `array`, a constant made once and never edited, as a tensor on
+    Keras's device (torch; call in `eager_scope`).
+
+    On the CPU the tensor shares the array's memory: Keras's
+    `convert_to_tensor` copies an array first, so an engine kept its host
+    constants twice (issue 47: memory per configuration). Elsewhere, or for
+    an array torch cannot share (read-only, negative strides) or Keras would
+    convert (a dtype but the engine's int32, float32 and bool), a copy.
+    """
+    if (
+        NAME == "torch"
+        and isinstance(array, np.ndarray)
+        and array.dtype in _SHARED_DTYPES
+        and _keras_torch_device().type == "cpu"
+        and array.flags.writeable
+        and array.flags.c_contiguous
+    ):
+        import torch
+
+        return torch.from_numpy(array)
+    return ops.convert_to_tensor(array)
+
+
 # Bytes a kept array costs beyond its values (the array object, its
 # buffer's bookkeeping), measured per `[1, 16]` float32 row split from a
 # block: about 740 (TensorFlow), 1600 (JAX), 490 (torch); rounded up.
@@ -558,6 +585,31 @@ def slice_rows(table, start, length):
     return ops.slice(table, begin, (length, table.shape[1]))
 
 
+def rows_in_chunks(rows_of, count, step):
+    """``rows_of(first, n)`` over ``[0, count)`` in chunks of `step` rows, joined.
+
+    For rows whose computation holds temporaries several times their size
+    (eager torch ops, a TF graph without XLA). On torch each chunk is
+    written into the result as it is made, so a build peaks near the
+    result and one chunk's temporaries; on TensorFlow (tensors are not
+    written in place) the chunks are concatenated: near twice the result.
+    On JAX in one piece: XLA fuses the computation into the one output,
+    and chunks would double it.
+    """
+    if count <= step or NAME == "jax":
+        return rows_of(0, count)
+    chunks = ((first, min(step, count - first)) for first in range(0, count, step))
+    if NAME != "torch":
+        return ops.concatenate([rows_of(*chunk) for chunk in chunks], axis=0)
+    first = rows_of(*next(chunks))
+    out = first.new_empty((count, *first.shape[1:]))
+    out[:step] = first
+    del first
+    for start, length in chunks:
+        out[start : start + length] = rows_of(start, length)
+    return out
+
+
 def unstack(x):
     """`x`'s rows (axis 0) as a list of tensors (eagerly).
 
@@ -572,6 +624,46 @@ def unstack(x):
         row, indices = _jax_rows(x.shape[0])
         return [row(x, i) for i in indices]
     return ops.unstack(x, axis=0)
+
+
+class SplitRows:
+    """The rows of equally long `tables` one by one (kept rows, read by steps).
+
+    ``split[i]`` is ``table[i:i + 1]`` of the one table, or the tuple of
+    each table's. On torch a row is a view made when first read (in
+    `eager_scope`, as the tables were) and kept: splitting a 512-row
+    decoding block at once made 512 tensors per table for a 16-position
+    prompt that read none of them, heap left free (and kept by the
+    allocator) when its layer went. Elsewhere every row is made at once
+    (`unstack`, one op): a TF or JAX slice per step costs more than reading
+    a kept row.
+
+    Args:
+        *tables: tensors with the same first axis.
+    """
+
+    def __init__(self, *tables):
+        self._tables = tables
+        self._count = tables[0].shape[0]
+        self._rows: dict | list = {}
+        if NAME != "torch":
+            split = [unstack(t[:, None]) for t in tables]
+            self._rows = (
+                split[0] if len(tables) == 1 else list(zip(*split, strict=True))
+            )
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, index):
+        if NAME != "torch":
+            return self._rows[index]
+        row = self._rows.get(index)  # type: ignore[union-attr]
+        if row is None:
+            with eager_scope():
+                rows = tuple(t[index : index + 1] for t in self._tables)
+            row = self._rows[index] = rows[0] if len(rows) == 1 else rows
+        return row
 
 
 @functools.lru_cache(maxsize=8)

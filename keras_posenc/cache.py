@@ -34,7 +34,9 @@ configuration and input layout of a living layer); what a layer holds
 checked options of the last 64 timestep configurations (plain values, a
 few hundred bytes each); on JAX, the row splitters of the last 8 block
 sizes (one small compiled function each); and on torch, the device of
-each Keras device name used (`cpu`, `cuda`: a `torch.device` each). The
+each Keras device name used (`cpu`, `cuda`: a `torch.device` each) and
+there the constants every engine shares (eight tensors of at most 6 KiB,
+`_exact.engine`). The
 engines of the timestep, grid and N-axis RoPE families, and a grid
 layer's kept axis rows, are in the one budget like the others.
 """

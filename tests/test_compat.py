@@ -986,6 +986,61 @@ def test_out_of_range_yarn_arguments_are_refused_at_construction(kwargs, name, d
 
 
 @keras3
+@pytest.mark.parametrize(
+    "kwargs, name, detail",
+    [
+        (
+            {"scaling_factor": 4e-5},
+            "scaling_factor",
+            "a factor above e**-10 (about 4.54e-05) with rope_type='yarn': "
+            "keras-hub's attention factor 0.1 ln(scaling_factor) + 1 is -0.0126",
+        ),
+        (
+            {"beta_fast": 1.0, "beta_slow": 2.0, "truncate": False},
+            "beta_fast",
+            "a value above beta_slow=2.0 with rope_type='yarn' and truncate=False: "
+            "the YaRN ramp ends before it starts at every rotary dimension",
+        ),
+        (
+            {"max_wavelength": 0.5, "truncate": False},
+            "max_wavelength",
+            "a base above 1 with beta_fast > beta_slow=1.0 with rope_type='yarn' "
+            "and truncate=False: the YaRN ramp ends before it starts",
+        ),
+    ],
+    ids=["attention-factor-negative", "betas-swapped", "base-below-1"],
+)
+def test_yarn_arguments_refused_at_every_width_are_refused_at_construction(
+    kwargs, name, detail
+):
+    # None of these depends on the rotary dimension (unknown until the first
+    # call): the first call refused each of them at every width, naming
+    # `rope_scaling` (an argument the caller never gave) or `beta_fast`.
+    pattern = f"invalid value for `{name}`.*{re.escape(detail)}.*Received: {name}="
+    with pytest.raises(ValueError, match=pattern):
+        compat.RotaryEmbedding(rope_type="yarn", **kwargs)
+
+
+@keras3
+def test_a_yarn_ramp_too_narrow_at_one_width_is_refused_at_its_first_call():
+    # A ramp of d ln(1.0005) / (2 ln 10000) dimensions: 1.1e-4 at rotary
+    # dimension 4 (keras-hub would widen it, transformers would not), 1.7e-3
+    # at 64. The layer is valid, so construction accepts it; the call at
+    # width 4 is refused naming the argument, its value and the width.
+    layer = compat.RotaryEmbedding(
+        rope_type="yarn", beta_fast=1.0005, beta_slow=1.0, truncate=False
+    )
+    assert to_numpy(layer(_x((1, 2, 1, 64)))).shape == (1, 2, 1, 64)
+    pattern = (
+        r"invalid value for `beta_fast`, expected a YaRN ramp of 0 or at least "
+        r"0.001 dimensions .* at rotary dim 4 it is 0.000108.*Received: "
+        r"beta_fast=1.0005"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        layer(_x((1, 2, 1, 4)))
+
+
+@keras3
 @pytest.mark.parametrize("make", ["RotaryEmbedding", "LlamaRotaryEmbedding"])
 def test_a_feature_axis_outside_the_inputs_is_refused_by_name(make):
     # An int64-sized axis gave IndexError ("cannot fit 'int' into an index").

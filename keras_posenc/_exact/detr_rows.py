@@ -136,7 +136,7 @@ def _on_device(tables, cache):
         arrays = (tables.chunk_turns, tables.chunk_rests)
         if _backend.NAME == "torch":
             with _backend.eager_scope():
-                arrays = tuple(ops.convert_to_tensor(a) for a in arrays)
+                arrays = tuple(_backend.constant(a) for a in arrays)
         made = cache[key] = (base, *arrays)
     return made
 

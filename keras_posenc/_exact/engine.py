@@ -113,18 +113,42 @@ class EngineConstants:
             consts.fine_u,
             consts.fine_v,
         )
-        if cos_first:
-            made = dataclasses.replace(made, pair_offsets=_PAIR_OFFSETS[::-1].copy())
         if _backend.NAME != "torch":
+            if cos_first:
+                made = dataclasses.replace(made, pair_offsets=_COS_FIRST_OFFSETS)
             return made
-        arrays = {
-            field.name: getattr(made, field.name)
-            for field in dataclasses.fields(made)
-            if isinstance(getattr(made, field.name), np.ndarray)
-        }
+        own = {name: getattr(made, name) for name in _OWN_FIELDS}
         with _backend.eager_scope():
-            tensors = {name: ops.convert_to_tensor(a) for name, a in arrays.items()}
-        return dataclasses.replace(made, **tensors)
+            # Each configuration's arrays, sharing the host's memory on a
+            # CPU; the constants every encoder has, made once per device.
+            tensors = {name: _backend.constant(a) for name, a in own.items()}
+            shared = _shared_tensors(_backend.device_key(), cos_first)
+        return dataclasses.replace(made, **tensors, **shared)
+
+
+# The fields of `EngineConstants` that differ between configurations.
+_OWN_FIELDS = ("chunk_turns", "chunk_rests", "fine_u", "fine_v")
+_COS_FIRST_OFFSETS = np.ascontiguousarray(_PAIR_OFFSETS[::-1])
+# (device, cos_first) -> the fields every encoder shares, as torch tensors.
+_SHARED_TENSORS: dict = {}
+
+
+def _shared_tensors(device, cos_first):
+    """The fields of `EngineConstants` that every configuration shares, as
+    tensors on `device` (torch; in `eager_scope`), made once per device:
+    an encoder holds its own constants only."""
+    shared = _SHARED_TENSORS.get((device, cos_first))
+    if shared is None:
+        arrays = {
+            field.name: field.default_factory()  # type: ignore[operator]
+            for field in dataclasses.fields(EngineConstants)
+            if field.name not in ("layout", "width", *_OWN_FIELDS)
+        }
+        if cos_first:
+            arrays["pair_offsets"] = _COS_FIRST_OFFSETS
+        shared = {name: _backend.constant(a) for name, a in arrays.items()}
+        _SHARED_TENSORS[device, cos_first] = shared
+    return shared
 
 
 # Most values an encoder keeps for one eager span at known positions (32 MiB;
@@ -133,24 +157,35 @@ KEPT_VALUES = 2**23
 # Rows kept for decoding steps: one engine run serves 448 to 512 steps (a
 # run costs about ten steps on eager torch, almost whatever its length).
 STEP_ROWS = 8 * FINE_ROWS
+# Rows of an owner's first decoding block on torch: a prompt of at most 64
+# positions and 64 to 128 steps. A configuration used once, or a short
+# session, read few of 512 rows, and their build's temporaries (over 64 KiB
+# each) were heap the allocator kept (issue 47). Torch only: on TF and JAX
+# another length is another compiled program per configuration.
+FIRST_STEP_ROWS = 2 * FINE_ROWS
 # What an encoder holds, in copies of its host constants: they, the device
 # tensors (torch) or the constants of its compiled programs (TF, JAX), and
 # what compiling costs. Measured as process growth per kept encoder after
 # a prompt and a decoding step at depth 4096 (2.15 MiB of host constants):
-# torch 4.3 MiB, JAX 12.6 (RoPE) to 17.3 (sinusoidal), TF 21.5. The budget
+# torch 2.2 MiB (its tensors share the host arrays on a CPU, 0.5.0; 4.3
+# before), JAX 12.6 (RoPE) to 17.3 (sinusoidal), TF 21.5. The budget
 # counts it; tests/test_cache.py checks that clear_cache frees it.
-HELD_COPIES = {"torch": 2, "jax": 8, "tensorflow": 10}.get(_backend.NAME, 8)
+HELD_COPIES = {"torch": 1, "jax": 8, "tensorflow": 10}.get(_backend.NAME, 8)
 
 
 def held_bytes(*host):
     """What an engine built on `host` (`PhaseConstants`) holds, roughly: the
     host constants, times `HELD_COPIES` (device tensors, compiled programs;
-    measured)."""
+    measured), and once more for torch tensors on an accelerator (a copy
+    in its memory)."""
     arrays = []
     for h in host:
         arrays += [h.turn_hi, h.turn_mid, h.turn_lo, h.fine_u, h.fine_v]
         arrays += [h.chunk_turns, h.chunk_rests]
-    return HELD_COPIES * sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
+    copies = HELD_COPIES
+    if _backend.NAME == "torch" and not str(_backend.device_key()).startswith("cpu"):
+        copies += 1
+    return copies * sum(a.nbytes + _backend.ARRAY_OVERHEAD for a in arrays)
 
 
 def _phase(q, consts):
@@ -361,6 +396,7 @@ class Encoder:
         self._host = consts
         # The blocks of rows `block` keeps: a prompt, decoding steps.
         self.slot = kept.Slot(self)
+        self._stepped = False  # whether `_keep` made a decoding block
         if _backend.NAME == "torch":
             # Tensors live on one device: one set of constants per device.
             # Made now, on the host: a compiled call only reads them. (The
@@ -432,11 +468,13 @@ class Encoder:
         For eager calls at known positions (never inside a trace: the rows
         would become constants of the compiled program). Decoding asks for
         one position per layer and step: the `step_rows` rows from
-        ``64 * floor(first / 64)`` are computed once and kept (`kept`), so
+        ``64 * floor(first / 64)`` (the first block of an encoder on torch:
+        `FIRST_STEP_ROWS`) are computed once and kept (`kept`), so
         the next steps (and every layer sharing this encoder) read them,
         with the bits of `rows`, without running the engine; `steps` holds
-        them one by one (``[1, C]`` each, split once, when the block is
-        made), so a one-position step costs no op at all (a TF eager slice
+        them one by one (``[1, C]`` each, `_backend.SplitRows`: split once,
+        when the block is made, or on torch when a step first reads the
+        row), so a one-position step costs no op at all (a TF eager slice
         costs more than a plain Keras layer's whole call). Several sessions decoding
         at once each keep their block (one per base). A longer span (a
         prompt, which every layer of a model asks for in turn) is kept the
@@ -479,20 +517,24 @@ class Encoder:
         """``(base, rows, steps)`` of the block `block` keeps next: a
         decoding step block with `steps`, else a span."""
         if steps:
-            base, rows = self.step_block(first)
+            base, rows = self.step_block(first, first_block=not self._stepped)
+            self._stepped = True
             with _backend.eager_scope():
-                return base, rows, _backend.unstack(rows[:, None])
+                return base, rows, _backend.SplitRows(rows)
         count = end - first + first % FINE_ROWS
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():
             # A copy on torch: a slice would keep the whole computed table.
             return base, _backend.owned(self.rows(base, count)), []
 
-    def step_block(self, first):
+    def step_block(self, first, first_block=False):
         """``(base, rows)``: the `step_rows` rows of the decoding block that
         serves steps from `first` (from ``64 * floor(first / 64)``, or the
-        last block below 2**31), computed now."""
+        last block below 2**31), computed now; `FIRST_STEP_ROWS` rows on
+        torch for an owner's `first_block`."""
         count = self.step_rows
+        if first_block and _backend.NAME == "torch":
+            count = min(count, FIRST_STEP_ROWS)
         base = min(first - first % FINE_ROWS, POSITION_LIMIT - count)
         with _backend.eager_scope():
             return base, self.rows(base, count)

@@ -143,7 +143,7 @@ def _tensors(arrays):
     """numpy arrays, as nested, as tensors."""
     if isinstance(arrays, (tuple, list)):
         return tuple(_tensors(a) for a in arrays)
-    return ops.convert_to_tensor(arrays)
+    return _backend.constant(arrays)
 
 
 class FractionalEncoder:

@@ -30,9 +30,20 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._exact import engine as _engine
 from keras_posenc._exact import kept
 from keras_posenc._exact.fractional import FractionalEncoder
-from keras_posenc._exact.phase_constants import phase_constants, sinusoidal_turns
+from keras_posenc._exact.phase_constants import (
+    FINE_ROWS,
+    phase_constants,
+    sinusoidal_turns,
+)
 
 _WAVELENGTH = 10000.0
+# A lookup axis table above this many bytes is built in chunks of at most
+# this size (issue 47 item 4b): the engine's temporaries (its products and
+# sum, three times the rows computed at once) stay those of one chunk, so
+# on top of the axes already built a build peaks near its table on torch
+# (chunks written in place) and twice it elsewhere (chunks joined), not
+# three times.
+TABLE_CHUNK_BYTES = 2**22
 
 
 def blocks(rank, dim):
@@ -177,18 +188,32 @@ class GridRows:
                 self._engine(axis, width, 1 if maximum is None else maximum[axis])
 
     def _tables(self):
+        """The axis tables (computed: a lookup table is no view of kept rows),
+        the largest built first: a build's peak is the tables already built
+        and the one being built (twice itself where chunks are joined)."""
         maximum = self.axes.options.max_grid_shape
-        return [  # computed (a lookup table is no view of kept rows)
-            axis_rows(
-                self._engine(axis, width, maximum[axis]),
-                self.axes,
-                axis,
-                maximum[axis],
-                0,
-                maximum[axis],
-            )
-            for axis, width in self.blocks
-        ]
+        tables: list = [None] * len(self.blocks)
+        by_size = sorted(
+            range(len(self.blocks)),
+            key=lambda k: -maximum[self.blocks[k][0]] * self.blocks[k][1],
+        )
+        for k in by_size:
+            axis, width = self.blocks[k]
+            tables[k] = self._table(axis, width, maximum[axis])
+        return tables
+
+    def _table(self, axis, width, size):
+        """The lookup table of one axis: `size` rows, built in chunks of at
+        most `TABLE_CHUNK_BYTES` (whole 64-row blocks; a row's bits do not
+        depend on the span it is computed in)."""
+        engine = self._engine(axis, width, size)
+        # A power of two: eager JAX pads a span to one (`_engine.length_bucket`).
+        step = max(FINE_ROWS, 1 << (TABLE_CHUNK_BYTES // (4 * width)).bit_length() - 1)
+        return _backend.rows_in_chunks(
+            lambda first, count: axis_rows(engine, self.axes, axis, size, first, count),
+            size,
+            step,
+        )
 
     def _rows(self, axis, width, size, first, count):
         """`axis_rows` with the axis's engine; kept rows in a layer's eager

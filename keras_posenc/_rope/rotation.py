@@ -158,6 +158,7 @@ class StepTables:
         self.dim, self.attention, self.layout = dim, attention, layout
         self.trailing = trailing
         self.slot = kept.Slot(self)  # (base, cos, sin, steps)
+        self._stepped = False  # whether `_keep` made a block
 
     def fits(self):
         """Whether a block of these tables fits the cache's budget: cos, sin
@@ -187,14 +188,16 @@ class StepTables:
 
     def _keep(self, first):
         """``(base, cos, sin, steps)`` of the encoder's decoding block for `first`."""
-        base, rows = self.encoder.step_block(first)
+        base, rows = self.encoder.step_block(first, first_block=not self._stepped)
+        self._stepped = True
         with _backend.eager_scope():
             tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
-            shape = (self.encoder.step_rows, *([1] * self.trailing), self.dim)
+            shape = (rows.shape[0], *([1] * self.trailing), self.dim)
             cos, sin = (ops.reshape(t, shape) for t in tables)
-            # One position per step: split once, read without an op.
-            split = [_backend.unstack(t[:, None]) for t in (cos, sin)]
-        return base, cos, sin, list(zip(*split, strict=True))
+            # One position per step: split once (on torch as read), read
+            # without an op.
+            split = _backend.SplitRows(cos, sin)
+        return base, cos, sin, split
 
 
 # (config, dim, layout, trailing) -> the `StepTables` layers hold: shared by

@@ -15,6 +15,9 @@ _YARN_ONLY = ("beta_fast", "beta_slow", "original_max_position_embeddings", "tru
 # keras-hub widens a YaRN ramp narrower than this; transformers (and
 # `keras_posenc.RotaryEmbedding`) only an empty one.
 _YARN_MIN_RAMP = 0.001
+# Two logarithms whose difference is at least this relative to their size
+# keep its sign through the ramp's few float64 roundings (about 1e-16 each).
+_RAMP_MARGIN = 1e-9
 
 
 def linear(factor):
@@ -74,16 +77,53 @@ def _turns(options, key):
     return turns
 
 
+def _attention_factor(scaling_factor):
+    """keras-hub's YaRN attention factor, ``0.1 ln(scaling_factor) + 1``."""
+    return 0.1 * math.log(scaling_factor) + 1.0
+
+
 def _check_yarn(options):
-    """What YaRN's ramp needs whatever the rotary dimension (known at the
-    first call): a base other than 1, ends whose logarithms exist."""
+    """What YaRN needs whatever the rotary dimension (known at the first
+    call): a base other than 1, ramp ends whose logarithms exist, a ramp
+    that does not end before it starts at every dimension, and a positive
+    attention factor. What depends on the dimension is checked then."""
     if options["rope_type"] != "yarn":
         return
-    if options["max_wavelength"] == 1:
+    base = options["max_wavelength"]
+    if base == 1:
         expected = "a base other than 1 with rope_type='yarn'"
-        raise _arguments.invalid("max_wavelength", expected, options["max_wavelength"])
-    for key in ("beta_fast", "beta_slow"):
-        _turns(options, key)
+        raise _arguments.invalid("max_wavelength", expected, base)
+    fast, slow = (math.log(_turns(options, key)) for key in ("beta_fast", "beta_slow"))
+    _check_ramp_order(options, fast, slow)
+    attention = _attention_factor(options["scaling_factor"])
+    if not attention > 0:
+        expected = (
+            "a factor above e**-10 (about 4.54e-05) with rope_type='yarn': "
+            "keras-hub's attention factor 0.1 ln(scaling_factor) + 1 is "
+            f"{attention:.6g}"
+        )
+        raise _arguments.invalid("scaling_factor", expected, options["scaling_factor"])
+
+
+def _check_ramp_order(options, fast, slow):
+    """Without truncation, the ramp from ``d ln(fast) / (2 ln b)`` to
+    ``d ln(slow) / (2 ln b)`` (logarithms `fast`, `slow`) has the sign of
+    ``(slow - fast) / ln b`` at every rotary dimension ``d``: a negative
+    one is refused at the first call whatever ``d``, so it is here."""
+    log_base = math.log(options["max_wavelength"])
+    margin = _RAMP_MARGIN * max(abs(fast), abs(slow))
+    if options["truncate"] or (slow - fast) * math.copysign(1, log_base) >= -margin:
+        return
+    if log_base > 0:
+        name, expected = "beta_fast", f"a value above beta_slow={options['beta_slow']}"
+    else:
+        name = "max_wavelength"
+        expected = f"a base above 1 with beta_fast > beta_slow={options['beta_slow']}"
+    expected += (
+        " with rope_type='yarn' and truncate=False: the YaRN ramp ends before "
+        "it starts at every rotary dimension"
+    )
+    raise _arguments.invalid(name, expected, options[name])
 
 
 def _check_yarn_only(options):
@@ -238,5 +278,5 @@ class RotaryEmbedding(Rotary):
             "beta_slow": self.beta_slow,
             "truncate": self.truncate,
             # keras-hub's, also below factor 1 (where transformers uses 1).
-            "attention_factor": 0.1 * math.log(self.scaling_factor) + 1.0,
+            "attention_factor": _attention_factor(self.scaling_factor),
         }
