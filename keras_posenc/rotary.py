@@ -88,6 +88,7 @@ def rotary_cos_sin(
     inverse_frequencies: Sequence[float] | None = None,
     axes_dim: Sequence[int] | None = None,
     axes_frequencies: str = "per_axis",
+    frequency_unit: str = "radians",
 ) -> tuple[Any, Any]:
     """cos and sin of the RoPE angles ``p * w_i``, times the attention factor.
 
@@ -105,7 +106,7 @@ def rotary_cos_sin(
             `axes_dim`, `sum(axes_dim)`.
         max_wavelength, rope_scaling, layout, inverse_frequencies: as in
             `RotaryEmbedding`.
-        axes_dim, axes_frequencies: as in `RotaryEmbedding`.
+        axes_dim, axes_frequencies, frequency_unit: as in `RotaryEmbedding`.
 
     Returns:
         `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
@@ -122,8 +123,11 @@ def rotary_cos_sin(
     dim = check_rotary_dim(dim, "dim")
     if axes_dim is not None:
         options = (max_wavelength, rope_scaling, layout, inverse_frequencies)
-        return _axes.cos_sin(positions, dim, axes_dim, *options, axes_frequencies)
+        return _axes.cos_sin(
+            positions, dim, axes_dim, *options, axes_frequencies, frequency_unit
+        )
     _axes.check_frequencies(axes_frequencies, None)
+    _axes.check_unit(frequency_unit, None)
     config = RopeConfig.build(max_wavelength, rope_scaling, inverse_frequencies)
     config.check_dim(dim, "dim")
     layout = _arguments.check_choice("layout", layout, LAYOUTS)
@@ -177,6 +181,7 @@ def vision_position_ids(
     *,
     spatial_merge_size: int = 1,
     include_temporal: bool = False,
+    coordinates: str = "index",
 ) -> Any:
     """Patch ids of images and videos in a vision tower's own order.
 
@@ -188,8 +193,11 @@ def vision_position_ids(
     merged token will hold are neighbours), the frames one after another.
     With `spatial_merge_size=1` the grid is row-major: Pixtral's order (one
     image ``(1, h, w)`` each). With `include_temporal` a frame index comes
-    first (``(t, row, column)``). Feed them to the layer of
-    `RotaryEmbedding.from_hf_config(config, part="vision")`.
+    first (``(t, row, column)``). With `coordinates="normalized_centers"`
+    they are DINOv3's (Siméoni et al., 2025, https://arxiv.org/abs/2508.10104)
+    patch centres normalized to [-1, 1] per axis, float32 as its
+    `get_patches_center_coordinates` computes them (bit for bit). Feed them
+    to the layer of `RotaryEmbedding.from_hf_config(config, part="vision")`.
 
     Args:
         grid_thw: list of ``(t, h, w)`` lists of positive ints (the
@@ -200,17 +208,25 @@ def vision_position_ids(
             its family). Defaults to `1`.
         include_temporal: bool. Put the frame index first. Defaults to
             `False`.
+        coordinates: `"index"` (integer ``(row, column)``: Qwen2-VL, Pixtral
+            and the other towers of `part="vision"`) or
+            `"normalized_centers"` (``(2 (row + 0.5) / h - 1, 2 (column +
+            0.5) / w - 1)``: DINOv3; without `include_temporal`). Defaults
+            to `"index"`.
 
     Returns:
         int32 numpy array ``[sum(t * h * w), 2]`` (``[..., 3]`` with
-        `include_temporal`).
+        `include_temporal`); float32 with `"normalized_centers"`.
 
     Example:
 
     >>> keras_posenc.vision_position_ids([(1, 2, 4)], spatial_merge_size=2).tolist()
     [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
+    >>> keras_posenc.vision_position_ids(
+    ...     [(1, 2, 4)], coordinates="normalized_centers")[:4].tolist()
+    [[-0.5, -0.75], [-0.5, -0.25], [-0.5, 0.25], [-0.5, 0.75]]
     """
-    return _axes.vision_ids(grid_thw, spatial_merge_size, include_temporal)
+    return _axes.vision_ids(grid_thw, spatial_merge_size, include_temporal, coordinates)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -294,6 +310,13 @@ class RotaryEmbedding(PositionLayer):
             taking rungs ``i, i + n_axes, ...``: Pixtral's vision tower,
             whose rows take the even rungs and columns the odd ones; equal
             axes only). Defaults to `"per_axis"`.
+        frequency_unit: what the frequencies of `axes_dim` count per unit
+            of position: `"radians"` (RoFormer's angle ``p * w``) or
+            `"turns"` (the angle is ``2 pi p w``, the ``2 pi`` exact:
+            DINOv3's vision transformer, whose angles are ``2 pi x /
+            period`` at patch coordinates ``x`` in [-1, 1] and periods
+            ``max_wavelength ** (2k / axes_dim[i])``). Defaults to
+            `"radians"`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -361,6 +384,7 @@ class RotaryEmbedding(PositionLayer):
         out_of_range: str = "error",
         axes_dim: Sequence[int] | None = None,
         axes_frequencies: str = "per_axis",
+        frequency_unit: str = "radians",
         **kwargs: Any,
     ) -> None:
         config = RopeConfig.build(
@@ -370,9 +394,11 @@ class RotaryEmbedding(PositionLayer):
         axes = None
         if axes_dim is None:
             axes_frequencies = _axes.check_frequencies(axes_frequencies, None)
+            frequency_unit = _axes.check_unit(frequency_unit, None)
         else:
             axes_dim = _axes.check_axes_dim(axes_dim)
             axes_frequencies = _axes.check_frequencies(axes_frequencies, axes_dim)
+            frequency_unit = _axes.check_unit(frequency_unit, axes_dim)
             _axes.check_options(
                 axes_dim,
                 rope_scaling=rope_scaling,
@@ -380,7 +406,9 @@ class RotaryEmbedding(PositionLayer):
                 rotary_dim=(rotary_dim, None),
                 mode=(mode, "compute"),
             )
-            axes = _axes.axes_rows(axes_dim, config.max_wavelength, axes_frequencies)
+            axes = _axes.axes_rows(
+                axes_dim, config.max_wavelength, axes_frequencies, frequency_unit
+            )
         sequence_axis = _arguments.check_int("sequence_axis", sequence_axis)
         feature_axis = _arguments.check_int("feature_axis", feature_axis)
         max_length = check_table_options(mode, max_length, out_of_range)
@@ -395,6 +423,7 @@ class RotaryEmbedding(PositionLayer):
         self.mode, self.max_length, self.out_of_range = mode, max_length, out_of_range
         self.axes_dim, self._axes = axes_dim, axes
         self.axes_frequencies = axes_frequencies
+        self.frequency_unit = frequency_unit
         self._rotation = _rotation.LayerRotation(
             config, layout, max_length, extend=out_of_range == "extend"
         )
@@ -660,6 +689,7 @@ class RotaryEmbedding(PositionLayer):
                 "out_of_range": self.out_of_range,
                 "axes_dim": None if self.axes_dim is None else list(self.axes_dim),
                 "axes_frequencies": self.axes_frequencies,
+                "frequency_unit": self.frequency_unit,
             }
         )
         return config

@@ -27,7 +27,6 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf.model_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
 from keras_posenc._hf.splits import GEMMA3, GEMMA3_TYPES, MODERNBERT, OLMO3, LayerSplit
-from keras_posenc._hf.vision import OTHER_POSITIONS
 from keras_posenc._hf.vision_types import PARTS
 from keras_posenc._hf.vision_types import READ as VISION_READ
 
@@ -272,8 +271,6 @@ NO_ROPE = _FROZEN(
 
 def _vision_hint(model_type):
     """Where the RoPE of a refused text model is read instead, if anywhere."""
-    if model_type in OTHER_POSITIONS:
-        return f" ({OTHER_POSITIONS[model_type]}: not read)"
     part = PARTS.get(model_type, {}).get("vision")
     if model_type in VISION_READ or (part is not None and part[1] in VISION_READ):
         return "; its vision tower's RoPE is read with part='vision'"

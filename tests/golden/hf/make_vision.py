@@ -29,6 +29,12 @@ Writes:
   (`apply_rotary_pos_emb_vision` or the model's `apply_rotary_pos_emb`);
   the resolved head dim and base (the float64 recomputation in the tests
   uses them); and `get_vision_position_ids` of several `grid_thw`.
+
+DINOv3 (`dinov3_vit`, whose module `DINOv3ViTRopePositionEmbedding` is no
+`...Rotary...` class and rotates by patch centres in [-1, 1]) is checked
+and written apart (`_dinov3`): its module in eval mode against its rule,
+its own `apply_rotary_pos_emb` after its class and register tokens, and
+`get_patches_center_coordinates` of several grids (`coordinates.HxW`).
 """
 
 import importlib
@@ -208,6 +214,24 @@ def _strided(ids, d, theta):
 RULES = {"per_axis": _per_axis, "strided": _strided}
 
 
+def _per_axis_turns(coords, d, theta):
+    """DINOv3's rule: periods theta ** (2k / (d/2)), angles 2 pi x / period
+    at coordinates in [-1, 1], [y | x], twice."""
+    return 2 * np.pi * _per_axis(coords, d, theta)
+
+
+# DINOv3: its module (`DINOv3ViTRopePositionEmbedding`, no `...Rotary...`
+# class) rotates the patches of the image it is given by their centres;
+# the class and register tokens before them are left as they are. A small
+# grid, and the grids whose coordinates are compared bit for bit.
+DINOV3_GRID = (3, 5)
+DINOV3_COORDINATE_GRIDS = ((3, 5), (14, 14), (7, 11), (1, 1), (37, 23))
+# The keys a vision module reads its base from: its config's standardized
+# `rope_parameters` (a raw `rope_scaling` or top-level `rope_theta` too),
+# but DINOv3's reads the field `rope_theta` alone.
+THETA_KEYS = ["rope_parameters", "rope_scaling", "rope_theta"]
+
+
 def _probe(module, ids):
     x = torch.zeros(1, dtype=torch.float32)
     cos, sin = module(x, torch.tensor(ids))
@@ -260,6 +284,81 @@ def _classify(config, module_class):
         ):
             return name
     return None
+
+
+def _dinov3(rng):
+    """DINOv3's row of `READ`, its cases and arrays: the model's own module
+    (eval) and `apply_rotary_pos_emb` on a small grid after its class and
+    register tokens, whose ids are (0, 0) here (angle 0: unrotated)."""
+    from transformers.models.dinov3_vit import modeling_dinov3_vit as modeling
+
+    config_class = transformers.DINOv3ViTConfig
+    variants = {
+        "default": {},
+        "variant": {
+            "num_attention_heads": 12,
+            "rope_theta": 500.0,
+            "num_register_tokens": 2,
+        },
+    }
+    cases, arrays = [], {}
+    h, w = DINOV3_GRID
+    for variant, raw in variants.items():
+        config = config_class(**raw)
+        module = modeling.DINOv3ViTRopePositionEmbedding(config).eval()
+        size = config.patch_size
+        cos, sin = module(torch.zeros(1, 3, h * size, w * size))
+        d = config.hidden_size // config.num_attention_heads
+        coords = modeling.get_patches_center_coordinates(h, w, torch.float32, "cpu")
+        angles = _per_axis_turns(coords.double().numpy(), d, config.rope_theta)
+        if not (
+            np.allclose(np.cos(angles), cos.double().numpy(), atol=2e-5)
+            and np.allclose(np.sin(angles), sin.double().numpy(), atol=2e-5)
+        ):
+            raise ValueError(f"DINOv3's module left its rule ({variant})")
+        prefix = 1 + config.num_register_tokens
+        q = rng.uniform(-1, 1, (1, 1, prefix + h * w, d)).astype(np.float32)
+        q = torch.tensor(q)
+        rotated, _ = modeling.apply_rotary_pos_emb(q, q, cos, sin)
+        ids = np.concatenate([np.zeros((prefix, 2), np.float32), coords.numpy()])
+        name = f"dinov3_vit.{variant}"
+        arrays[f"{name}.q"] = q[0, 0, :, None].numpy()
+        arrays[f"{name}.rotated"] = rotated[0, 0, :, None].numpy()
+        arrays[f"{name}.ids"] = ids
+        cases.append(
+            {
+                "name": name,
+                "part": "vision",
+                "model_type": "dinov3_vit",
+                "config": {"model_type": "dinov3_vit", **raw},
+                "rule": "per_axis_turns",
+                "head_dim": d,
+                "rope_theta": config.rope_theta,
+                "grid_thw": [[1, h, w]],
+                "spatial_merge_size": 1,
+                "prefix_tokens": prefix,
+            }
+        )
+    for h, w in DINOV3_COORDINATE_GRIDS:
+        coords = modeling.get_patches_center_coordinates(h, w, torch.float32, "cpu")
+        arrays[f"coordinates.{h}x{w}"] = coords.numpy()
+    config = config_class()
+    row = {
+        "part": "vision",
+        "rule": "per_axis_turns",
+        "width": "hidden_size",
+        "defaults": {
+            "hidden_size": config.hidden_size,
+            "num_attention_heads": config.num_attention_heads,
+            "head_dim": None,
+            "rope_theta": config.rope_theta,
+        },
+        # Its module reads hidden_size // num_attention_heads only.
+        "reads_head_dim": False,
+        "theta_keys": ["rope_theta"],
+        "aliases": [],
+    }
+    return row, cases, arrays
 
 
 def _table_golden(config, module_class, modeling, rng, d):
@@ -448,6 +547,7 @@ def main():
             },
             # Llama 4's table reads hidden_size // num_attention_heads only.
             "reads_head_dim": rule != "per_axis_interleaved",
+            "theta_keys": THETA_KEYS,
             "aliases": sorted(
                 [raw, key]
                 for raw, key in (
@@ -456,6 +556,9 @@ def main():
                 if key in ("num_attention_heads", "head_dim", width)
             ),
         }
+    read["dinov3_vit"], dinov3_cases, dinov3_arrays = _dinov3(rng)
+    cases += dinov3_cases
+    arrays.update(dinov3_arrays)
     # Composite cases: a wrapper whose default part is read.
     for model_type, found in sorted(parts.items()):
         for part, (path, part_type, _) in found.items():
