@@ -43,7 +43,8 @@ def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
         cos, sin: float tensors ``[..., d]`` of one shape, broadcastable
             against ``x[..., :d]`` (e.g. ``cos[:, None]`` for `x` of shape
             ``[length, heads, features]``); `d` even, at most `features`.
-        layout: `"half"` or `"interleaved"`. Defaults to `"half"`.
+        layout: `"half"` or `"interleaved"` (a `"half_per_axis"` rotation
+            is `"half"` on each axis's features). Defaults to `"half"`.
 
     Returns:
         `x` rotated: same shape and dtype, computed in float32 (float64 for
@@ -59,6 +60,12 @@ def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
     (8, 2, 64)
     """
     layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    if layout == "half_per_axis":
+        expected = (
+            "'half' or 'interleaved' (for 'half_per_axis', rotate each axis's "
+            "features with layout='half')"
+        )
+        raise _arguments.invalid("layout", expected, layout)
     x, cos, sin = (ops.convert_to_tensor(t) for t in (x, cos, sin))
     dtype, features = _backend.dtype_name(x), x.shape[-1]
     if not backend.is_float_dtype(dtype) or not _arguments.is_int(features):
@@ -112,7 +119,8 @@ def rotary_cos_sin(
         `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
         (``[batch, length, dim]`` for multimodal positions,
         `positions.shape[:-1] + [dim]` with `axes_dim`): `[c | c]` with
-        `layout="half"`, `[c0, c0, c1, c1, ...]` with `"interleaved"`.
+        `layout="half"`, `[c0, c0, c1, c1, ...]` with `"interleaved"`,
+        ``[c_0 | c_0 | c_1 | c_1]`` (axis by axis) with `"half_per_axis"`.
 
     Example:
 
@@ -130,7 +138,7 @@ def rotary_cos_sin(
     _axes.check_unit(frequency_unit, None)
     config = RopeConfig.build(max_wavelength, rope_scaling, inverse_frequencies)
     config.check_dim(dim, "dim")
-    layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    layout, _ = _axes.check_layout(layout, None)
     parsed = _positions.explicit(
         "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
@@ -264,8 +272,11 @@ class RotaryEmbedding(PositionLayer):
         rotary_dim: int. Rotate the first `rotary_dim` features (even, at
             most 65536) and pass the rest through. Defaults to all features.
         layout: `"half"` (rotate_half: Hugging Face, Llama, GPT-NeoX,
-            keras-hub) or `"interleaved"` (pairs `(2i, 2i+1)`: GPT-J,
-            RoFormer). Defaults to `"half"`.
+            keras-hub), `"interleaved"` (pairs `(2i, 2i+1)`: GPT-J,
+            RoFormer) or, with `axes_dim` of equal axes, `"half_per_axis"`
+            (each axis rotate_half within its own `axes_dim[i]` features,
+            cos ``[h, h, w, w]``: Gemma 4's vision tower). Defaults to
+            `"half"`.
         inverse_frequencies: a checkpoint's own `inv_freq` array (`rotary_dim
             / 2` values, float32 or float64), used exactly as given;
             `rope_scaling` then only sets the attention factor and the
@@ -390,13 +401,14 @@ class RotaryEmbedding(PositionLayer):
         config = RopeConfig.build(
             max_wavelength, rope_scaling, inverse_frequencies, rotary_dim
         )
-        layout = _arguments.check_choice("layout", layout, LAYOUTS)
         axes = None
         if axes_dim is None:
+            layout, blocks = _axes.check_layout(layout, None)
             axes_frequencies = _axes.check_frequencies(axes_frequencies, None)
             frequency_unit = _axes.check_unit(frequency_unit, None)
         else:
             axes_dim = _axes.check_axes_dim(axes_dim)
+            layout, blocks = _axes.check_layout(layout, axes_dim)
             axes_frequencies = _axes.check_frequencies(axes_frequencies, axes_dim)
             frequency_unit = _axes.check_unit(frequency_unit, axes_dim)
             _axes.check_options(
@@ -425,7 +437,7 @@ class RotaryEmbedding(PositionLayer):
         self.axes_frequencies = axes_frequencies
         self.frequency_unit = frequency_unit
         self._rotation = _rotation.LayerRotation(
-            config, layout, max_length, extend=out_of_range == "extend"
+            config, layout, max_length, out_of_range == "extend", blocks
         )
         self._layouts = ShapeMemo(self._layout_of)
 

@@ -50,6 +50,14 @@ def _llama4(ids, d, theta):
     return _per_axis(ids, d, theta)[..., : d // 2]
 
 
+def _gemma4(ids, d, theta):
+    """Gemma 4's `Gemma4VisionRotaryEmbedding`: each axis theta ** (-2k /
+    (d/2)), each axis twice in its own half of the head, [h, h, w, w]."""
+    angles = _per_axis(ids, d, theta)[..., : d // 2]
+    h, w = angles[..., : d // 4], angles[..., d // 4 :]
+    return np.concatenate([h, h, w, w], -1)
+
+
 def _dinov3(coords, d, theta):
     """DINOv3's `DINOv3ViTRopePositionEmbedding`: periods theta ** (2k /
     (d/2)) per axis, angles 2 pi x / period, [y | x], twice (rotate_half)."""
@@ -61,12 +69,16 @@ RULES = {
     "strided": _strided,
     "per_axis_interleaved": _llama4,
     "per_axis_turns": _dinov3,
+    "per_axis_blocks": _gemma4,
 }
+# The rotation's blocks (rotate_half within each): Gemma 4's one per axis.
+BLOCKS = {"per_axis_blocks": 2}
 
 
-def _rotate64(q, angles):
-    """float64 rotation of q [..., N, heads, d]: rotate_half for angles of
-    the whole head, complex pairs (2k, 2k+1) for one angle per pair."""
+def _rotate64(q, angles, blocks=1):
+    """float64 rotation of q [..., N, heads, d]: rotate_half (within each
+    of `blocks` equal parts) for angles of the whole head, complex pairs
+    (2k, 2k+1) for one angle per pair."""
     q = q.astype(np.float64)
     cos, sin = np.cos(angles)[..., None, :], np.sin(angles)[..., None, :]
     if angles.shape[-1] * 2 == q.shape[-1]:
@@ -74,9 +86,11 @@ def _rotate64(q, angles):
         out = np.empty_like(q)
         out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
         return out
-    half = q.shape[-1] // 2
-    rotated = np.concatenate([-q[..., half:], q[..., :half]], -1)
-    return q * cos + rotated * sin
+    rotated = []
+    for part in np.split(q, blocks, axis=-1):
+        half = part.shape[-1] // 2
+        rotated.append(np.concatenate([-part[..., half:], part[..., :half]], -1))
+    return q * cos + np.concatenate(rotated, -1) * sin
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -98,7 +112,8 @@ def test_vision_part_within_4e7_of_float64_at_ids_in_the_thousands(case):
     rng = np.random.default_rng(7)
     ids = rng.integers(0, 4096, size=(2, 48, 2)).astype(np.int32)
     q = rng.uniform(-1, 1, (2, 48, 2, case["head_dim"])).astype(np.float32)
-    want = _rotate64(q, RULES[case["rule"]](ids, case["head_dim"], case["rope_theta"]))
+    angles = RULES[case["rule"]](ids, case["head_dim"], case["rope_theta"])
+    want = _rotate64(q, angles, BLOCKS.get(case["rule"], 1))
     got = to_numpy(layer(q, positions=ids)).astype(np.float64)
     assert np.max(np.abs(got - want)) < 4e-7
 
@@ -197,7 +212,7 @@ def test_vision_layer_plan_is_one_layer_per_block():
     assert len(plan) == 3 and plan[0] is plan[2]
 
 
-@pytest.mark.parametrize("model_type", ["pixtral", "dinov3_vit"])
+@pytest.mark.parametrize("model_type", ["pixtral", "dinov3_vit", "gemma4_vision"])
 def test_vision_layer_round_trips_its_config(model_type):
     layer = RotaryEmbedding.from_hf_config({"model_type": model_type}, part="vision")
     clone = RotaryEmbedding.from_config(layer.get_config())
@@ -243,11 +258,6 @@ def test_every_surveyed_part_is_read_or_refused_by_name():
             {"part": "vision"},
             r"`part`, expected a model type with a vision part .* 'llama' has no "
             r"vision part. Received: part='vision'",
-        ),
-        (
-            {"model_type": "gemma4"},
-            {"part": "vision"},
-            r"`part`.*\[h, h, w, w\]",
         ),
         (
             {"model_type": "sam2_video"},
@@ -541,3 +551,72 @@ def test_a_vision_rope_theta_of_the_wrong_type_is_refused_by_name(theta):
     config = {"model_type": "qwen2_vl", "vision_config": {"rope_theta": theta}}
     with pytest.raises(ValueError, match=r"`rope_theta`, expected a finite number"):
         RotaryEmbedding.from_hf_config(config, part="vision")
+
+
+@pytest.mark.parametrize("model_type", ["gemma4", "diffusion_gemma"])
+def test_gemma4_vision_reads_half_per_axis(model_type):
+    # Gemma 4 (and DiffusionGemma, its tower): theta 100, head_dim 64,
+    # cos [h, h, w, w] with rotate_half within each axis's half.
+    layer = RotaryEmbedding.from_hf_config({"model_type": model_type}, part="vision")
+    assert layer.layout == "half_per_axis" and layer.axes_dim == (32, 32)
+    assert layer.axes_frequencies == "per_axis" and layer.max_wavelength == 100.0
+
+
+def test_gemma4_ids_are_its_processors_column_row_grid():
+    # Gemma 4's image processor: (column, row) pairs, row-major.
+    ids = keras_posenc.vision_position_ids([(1, 4, 6)])[:, ::-1]
+    np.testing.assert_array_equal(ids, ARRAYS["gemma4_vision.default.ids"])
+
+
+def test_half_per_axis_cos_sin_is_h_h_w_w_of_float64():
+    ids = np.array([[4095, 17], [-3, 4000], [0, 1]], np.int32)
+    cos, sin = keras_posenc.rotary_cos_sin(
+        ids, 64, axes_dim=(32, 32), max_wavelength=100.0, layout="half_per_axis"
+    )
+    angles = _gemma4(ids, 64, 100.0)
+    assert np.max(np.abs(to_numpy(cos) - np.cos(angles))) < 2e-7
+    assert np.max(np.abs(to_numpy(sin) - np.sin(angles))) < 2e-7
+
+
+def test_half_per_axis_rotates_three_axes_each_within_its_block():
+    # Three equal axes: rotate_half within each third of the head.
+    rng = np.random.default_rng(5)
+    ids = rng.integers(-2000, 2000, (1, 12, 3)).astype(np.int32)
+    q = rng.uniform(-1, 1, (1, 12, 2, 48)).astype(np.float32)
+    layer = RotaryEmbedding(axes_dim=(16, 16, 16), layout="half_per_axis")
+    w = 10000.0 ** (-np.arange(0, 16, 2, dtype=np.float64) / 16)
+    angles = np.concatenate([ids[..., a, None] * w for a in range(3) for _ in "xx"], -1)
+    want = _rotate64(q, angles, blocks=3)
+    assert np.max(np.abs(to_numpy(layer(q, positions=ids)) - want)) < 4e-7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"layout": "half_per_axis"},
+            r"`layout`, expected 'half' or 'interleaved' without `axes_dim` "
+            r"\(one axis\). Received: layout='half_per_axis'",
+        ),
+        (
+            {"axes_dim": (16, 32), "layout": "half_per_axis"},
+            r"`axes_dim`, expected equal axes with layout='half_per_axis'",
+        ),
+    ],
+)
+def test_bad_half_per_axis_layouts_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding(**kwargs)
+
+
+def test_rotary_cos_sin_refuses_half_per_axis_without_axes():
+    with pytest.raises(ValueError, match=r"`layout`, expected 'half' or 'interl"):
+        keras_posenc.rotary_cos_sin(np.arange(4), 8, layout="half_per_axis")
+
+
+def test_apply_rotary_refuses_half_per_axis_naming_how():
+    from keras_posenc.rotary import apply_rotary
+
+    x = np.ones((4, 8), "float32")
+    with pytest.raises(ValueError, match=r"`layout`.*rotate each axis's features"):
+        apply_rotary(x, x, x, layout="half_per_axis")

@@ -46,6 +46,13 @@ RULES = {
         "layout": "interleaved",
         **_RADIANS,
     },
+    # Gemma 4: per-axis ladders, each axis rotate_half within its own half
+    # of the head (cos [h, h, w, w]; its ids are (column, row)).
+    "per_axis_blocks": {
+        "axes_frequencies": "per_axis",
+        "layout": "half_per_axis",
+        **_RADIANS,
+    },
     # DINOv3: per-axis periods `theta ** (2k / (d/2))`, angles 2 pi x / period
     # (turns), [y | x] and rotate_half.
     "per_axis_turns": {

@@ -294,6 +294,16 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                       'rule': 'per_axis',
                       'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                       'width': 'hidden_size'},
+ 'gemma4_vision': {'aliases': [],
+                   'defaults': {'head_dim': 64,
+                                'hidden_size': 768,
+                                'num_attention_heads': 12,
+                                'rope_theta': 100.0},
+                   'part': 'vision',
+                   'reads_head_dim': True,
+                   'rule': 'per_axis_blocks',
+                   'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
+                   'width': 'hidden_size'},
  'glm4v_moe_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                       'defaults': {'head_dim': None,
                                    'hidden_size': 1536,
@@ -526,9 +536,6 @@ REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
                              'its default config',
  'edgetam_video': "its rotary module is the memory attention's, over its "
                   'own grid',
- 'gemma4_vision': 'its rotary module lays the axes out [h, h, w, w] (each '
-                  'axis rotates its own half of the head with '
-                  'rotate_half): no N-axis layout',
  'granite4_vision_text': 'its rotary module is a 1-D RoPE (over time or '
                          'tokens) of a model type the text reader '
                          'verifies: read as that text model (the part of a '

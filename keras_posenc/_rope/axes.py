@@ -96,6 +96,21 @@ def axis_turns(axes_dim, max_wavelength, frequencies="per_axis", unit="radians")
     return [ladder[axis :: len(axes_dim)] for axis in range(len(axes_dim))]
 
 
+def check_layout(value, axes_dim):
+    """``(layout, blocks)``: `layout` one of `LAYOUTS`, and the equal axes a
+    `"half_per_axis"` rotation splits the head into (1 for the others)."""
+    value = _arguments.check_choice("layout", value, LAYOUTS)
+    if value != "half_per_axis":
+        return value, 1
+    if axes_dim is None:
+        expected = "'half' or 'interleaved' without `axes_dim` (one axis)"
+        raise _arguments.invalid("layout", expected, value)
+    if len(set(axes_dim)) > 1:
+        expected = "equal axes with layout='half_per_axis' (one block each)"
+        raise _arguments.invalid("axes_dim", expected, list(axes_dim))
+    return value, len(axes_dim)
+
+
 def check_options(axes_dim, *, rope_scaling=None, inverse_frequencies=None, **others):
     """Refuses, by name, the options N-axis RoPE does not apply.
 
@@ -240,11 +255,11 @@ def cos_sin(
     unit = check_unit(unit, axes_dim)
     check_options(axes_dim, rope_scaling=rope_scaling, inverse_frequencies=given)
     check_head_dim(dim, axes_dim)
-    layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    layout, blocks = check_layout(layout, axes_dim)
     theta = _arguments.check_wavelength(max_wavelength)
     rows = axes_rows(axes_dim, theta, frequencies, unit)
     table = rows.function_rows(positions)
-    return _rotation.cos_sin(table, dim, 1.0, layout, signed=False)
+    return _rotation.cos_sin(table, dim, 1.0, layout, False, blocks)
 
 
 def grid_ids(grid_shape, text_length, n_axes):

@@ -58,11 +58,6 @@ PART_KEYS = {"vision": ("vision",), "audio": ("audio",)}
 
 # Why a part with a rotary module is not read: each from its modeling code.
 WHY = {
-    "gemma4_vision": (
-        "its rotary module lays the axes out [h, h, w, w] (each axis rotates "
-        "its own half of the head with rotate_half): no N-axis layout"
-    ),
-    "gemma4_unified_vision": "its rotary module lays the axes out [h, h, w, w]",
     "kimi_k25_vision": (
         "its rotary module interleaves the axes frequency by frequency "
         "(w0, h0, w1, h1, ...): no N-axis layout"
@@ -211,7 +206,22 @@ def _strided(ids, d, theta):
     return np.concatenate([angles, angles], -1)
 
 
-RULES = {"per_axis": _per_axis, "strided": _strided}
+def _per_axis_blocks(ids, d, theta):
+    """Gemma 4's rule: each axis theta ** (-2k / (d/2)), each axis twice
+    in its own half of the head, [h, h, w, w] (rotate_half per axis)."""
+    half = d // 2
+    w = theta ** (-np.arange(0, half, 2, dtype=np.float64) / half)
+    return np.concatenate([ids[:, a, None] * w for a in range(2) for _ in "hh"], -1)
+
+
+RULES = {
+    "per_axis": _per_axis,
+    "strided": _strided,
+    "per_axis_blocks": _per_axis_blocks,
+}
+# Modules that take ids [batch, N, 2] and rotate with their own function
+# (Gemma 4's `apply_multidimensional_rope`: rotate_half per axis).
+BATCHED = {"per_axis_blocks": "apply_multidimensional_rope"}
 
 
 def _per_axis_turns(coords, d, theta):
@@ -232,9 +242,10 @@ DINOV3_COORDINATE_GRIDS = ((3, 5), (14, 14), (7, 11), (1, 1), (37, 23))
 THETA_KEYS = ["rope_parameters", "rope_scaling", "rope_theta"]
 
 
-def _probe(module, ids):
+def _probe(module, ids, batched=False):
     x = torch.zeros(1, dtype=torch.float32)
-    cos, sin = module(x, torch.tensor(ids))
+    ids = torch.tensor(ids)
+    cos, sin = module(x, ids[None] if batched else ids)
     return cos.double().numpy().reshape(len(ids), -1), sin.double().numpy().reshape(
         len(ids), -1
     )
@@ -276,14 +287,30 @@ def _classify(config, module_class):
     ids = rng.integers(0, 40, size=(24, 2))
     cos, sin = _probe(module, ids)
     for name, rule in RULES.items():
-        angles = rule(ids.astype(np.float64), d, theta)
-        if (
-            angles.shape == cos.shape
-            and np.allclose(np.cos(angles), cos, atol=2e-5)
-            and np.allclose(np.sin(angles), sin, atol=2e-5)
-        ):
+        if name not in BATCHED and _follows(rule, ids, d, theta, cos, sin):
+            return name
+    # Gemma 4's module takes ids [batch, N, 2] (its processor's); a 1-D
+    # module given two ids a token would look [h, h, w, w] too: axial only.
+    if config.rope_parameters.get("rope_type") != "axial":
+        return None
+    try:
+        cos, sin = _probe(module, ids, batched=True)
+    except Exception:
+        return None
+    for name in BATCHED:
+        if _follows(RULES[name], ids, d, theta, cos, sin):
             return name
     return None
+
+
+def _follows(rule, ids, d, theta, cos, sin):
+    """Whether the module's cos and sin are `rule`'s at `ids`."""
+    angles = rule(ids.astype(np.float64), d, theta)
+    return (
+        angles.shape == cos.shape
+        and np.allclose(np.cos(angles), cos, atol=2e-5)
+        and np.allclose(np.sin(angles), sin, atol=2e-5)
+    )
 
 
 def _dinov3(rng):
@@ -402,6 +429,13 @@ def _make(config_class, tries):
     raise ValueError("no variant")
 
 
+def gemma4_ids(h, w):
+    """Gemma 4's ids, as its image processor makes them: (column, row),
+    row-major (`torch.meshgrid(arange(w), arange(h), indexing="xy")`)."""
+    grid = torch.meshgrid(torch.arange(w), torch.arange(h), indexing="xy")
+    return torch.stack(grid, -1).reshape(h * w, 2)
+
+
 def _rotate(modeling, q, cos, sin):
     """q [N, heads, d] rotated by the model's own function."""
     if hasattr(modeling, "apply_rotary_pos_emb_vision"):
@@ -505,6 +539,16 @@ def main():
             if rule == "per_axis_interleaved":  # Llama 4: its fixed grid
                 ids, q, rotated = _table_golden(made, module_class, modeling, rng, d)
                 grid, merge = None, None
+            elif rule in BATCHED:  # Gemma 4: its processor's ids, batched
+                ids = gemma4_ids(4, 6)
+                cos, sin = module_class(made)(torch.zeros(1), ids[None])
+                # Its own generator: the others' goldens keep their draws.
+                own_rng = np.random.default_rng((49, len(cases)))
+                q = own_rng.uniform(-1, 1, (len(ids), 1, d)).astype(np.float32)
+                q = torch.tensor(q)
+                apply = getattr(modeling, BATCHED[rule])
+                rotated = apply(q[None], cos, sin, ids[None])[0]
+                ids, grid, merge = ids.numpy(), None, None
             else:
                 ids = vision_utils.get_vision_position_ids(torch.tensor(grid), merge)
                 module = module_class(made)
