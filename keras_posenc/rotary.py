@@ -504,7 +504,10 @@ class RotaryEmbedding(PositionLayer):
                 takes queries ``[batch, N, heads, head_dim]`` and
                 `positions=` patch ids ``[batch, N, 2]`` (row, column), e.g.
                 from `vision_position_ids`, and rotates them as the model's
-                vision attention does. A part without RoPE (a CLIP or SigLIP
+                vision attention does (Gemma 4: its processor's ``(column,
+                row)`` ids; DINOv3: patch centres in [-1, 1],
+                `vision_position_ids(..., coordinates="normalized_centers")`,
+                at inference). A part without RoPE (a CLIP or SigLIP
                 tower) or whose RoPE is not read is refused by name, with
                 the reason. Defaults to `"text"`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not

@@ -620,3 +620,42 @@ def test_apply_rotary_refuses_half_per_axis_naming_how():
     x = np.ones((4, 8), "float32")
     with pytest.raises(ValueError, match=r"`layout`.*rotate each axis's features"):
         apply_rotary(x, x, x, layout="half_per_axis")
+
+
+@pytest.mark.parametrize(
+    ("row", "cells"),
+    [
+        (
+            "gemma4",
+            "| read: `gemma4_vision` (per_axis_blocks) | no RoPE: `gemma4_audio` |",
+        ),
+        ("moshi", "| - | read: `mimi` (1-D RoPE over time, as its text model) |"),
+        ("sam2_video", "| refused: `sam2_video`: its rotary module is the memory"),
+        ("llava", "| no RoPE: `clip_vision_model` | - |"),
+        ("qwen2_5_vl", "| read: `qwen2_5_vl_vision` (per_axis) | - |"),
+    ],
+)
+def test_model_types_page_lists_each_composites_parts(row, cells):
+    from keras_posenc._hf.model_types_page import model_types_page
+
+    lines = [
+        line
+        for line in model_types_page().splitlines()
+        if line.startswith(f"| `{row}` |")
+    ]
+    assert any(line.startswith(f"| `{row}` {cells}") for line in lines), lines
+
+
+def test_model_types_page_text_refusals_point_at_the_read_part():
+    # The text table's "only rotary modules are a vision or audio part's"
+    # says where the part is read now.
+    from keras_posenc._hf.model_types_page import model_types_page
+
+    page = model_types_page()
+    assert (
+        "| `pixtral` | its only rotary modules are a vision or audio part's; its "
+        "vision tower's RoPE is read with part='vision' |"
+    ) in page
+    assert (
+        "| `sam2_video` | its only rotary modules are a vision or audio part's |"
+    ) in page

@@ -102,17 +102,26 @@ def _part_dict(config, model_type, part, path, own):
     return raw
 
 
-def _checked(model_type, part, part_type):
-    """`part_type` if it is read, else the refusal naming `part`."""
+def _judged(part, part_type):
+    """``(state, detail)`` of `part_type` read as `part`: ``("read", rule)``,
+    ``("none", why)`` (no RoPE) or ``("refused", why)``."""
     if part_type in REFUSED:
-        raise _refuse_part(model_type, part, REFUSED[part_type])
+        return "refused", REFUSED[part_type]
     if part_type in NONE:
-        raise _refuse_part(model_type, part, _no_rope(part_type))
+        return "none", _no_rope(part_type)
     if part_type not in READ:
         why = f"{part_type!r} is no part type of transformers {TRANSFORMERS_VERSION}"
-        raise _refuse_part(model_type, part, why)
+        return "refused", why
     if READ[part_type]["part"] != part:
-        raise _refuse_part(model_type, part, f"it is a {READ[part_type]['part']} part")
+        return "refused", f"it is a {READ[part_type]['part']} part"
+    return "read", READ[part_type]["rule"]
+
+
+def _checked(model_type, part, part_type):
+    """`part_type` if it is read, else the refusal naming `part`."""
+    state, detail = _judged(part, part_type)
+    if state != "read":
+        raise _refuse_part(model_type, part, detail)
     return part_type
 
 
@@ -156,6 +165,21 @@ def one_dimensional_part(config, part):
     if part_type in READ or part_type not in TEXT_SUPPORTED:
         return None
     return {**raw, "model_type": part_type}
+
+
+def part_status(model_type, part):
+    """``(state, part type, detail)`` of `part` of a `model_type`'s default
+    config, as `from_hf_config(..., part=part)` judges it: ``"read"`` (the
+    rule; a 1-D tower: as its text model), ``"refused"`` (why) or
+    ``"none"`` (no RoPE); None where the type has no such part."""
+    try:
+        _, part_type, _ = _find({"model_type": model_type}, part)
+    except ValueError:
+        return None
+    if part_type not in READ and part_type in TEXT_SUPPORTED:
+        return "read", part_type, "1-D RoPE over time, as its text model"
+    state, detail = _judged(part, part_type)
+    return state, part_type, detail
 
 
 def _value(raw, keys, default):

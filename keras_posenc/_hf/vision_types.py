@@ -542,8 +542,10 @@ REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
                          'composite, or its own config)',
  'higgs_audio_v2': 'its rotary module is a 1-D RoPE (over time or tokens), '
                    'not over patch ids: not read as a part',
- 'inkling2_vision': 'its rotary module puts the column before the row, '
-                    'pairs interleaved',
+ 'inkling2_vision': 'its rotary module puts the column before the row ([w '
+                    '| h], pairs interleaved) while the model makes (row + '
+                    '1, column + 1) ids: the N-axis layer would take ids '
+                    "other than the model's own",
  'kimi_k25_vision': 'its rotary module interleaves the axes frequency by '
                     'frequency (w0, h0, w1, h1, ...): no N-axis layout',
  'mimi': 'its rotary module is a 1-D RoPE (over time or tokens) of a model '
@@ -570,7 +572,10 @@ REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
  'sam3_tracker_video': "its rotary module is the memory attention's, over "
                        'its own grid',
  'step3p5_vision': 'its rotary module puts the column before the row ([w | '
-                   "h]): ids in another order than the model's own"}
+                   'h], rotate_half) while the model makes (row, column) '
+                   'ids (get_vision_position_ids): the N-axis layer '
+                   'rotates axis i by the i-th block, so it would take ids '
+                   "other than the model's own"}
 
 NONE = ('aimv2_vision_model',
  'align_vision_model',

@@ -63,11 +63,15 @@ WHY = {
         "(w0, h0, w1, h1, ...): no N-axis layout"
     ),
     "step3p5_vision": (
-        "its rotary module puts the column before the row ([w | h]): ids in "
-        "another order than the model's own"
+        "its rotary module puts the column before the row ([w | h], "
+        "rotate_half) while the model makes (row, column) ids "
+        "(get_vision_position_ids): the N-axis layer rotates axis i by the "
+        "i-th block, so it would take ids other than the model's own"
     ),
     "inkling2_vision": (
-        "its rotary module puts the column before the row, pairs interleaved"
+        "its rotary module puts the column before the row ([w | h], pairs "
+        "interleaved) while the model makes (row + 1, column + 1) ids: the "
+        "N-axis layer would take ids other than the model's own"
     ),
     "minimax_m3_vl_vision": (
         "its rotary module rotates 3 axes of 2 * ((head_dim // 3) // 2) "
