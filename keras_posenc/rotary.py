@@ -43,7 +43,8 @@ def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
         cos, sin: float tensors ``[..., d]`` of one shape, broadcastable
             against ``x[..., :d]`` (e.g. ``cos[:, None]`` for `x` of shape
             ``[length, heads, features]``); `d` even, at most `features`.
-        layout: `"half"` or `"interleaved"`. Defaults to `"half"`.
+        layout: `"half"` or `"interleaved"` (a `"half_per_axis"` rotation
+            is `"half"` on each axis's features). Defaults to `"half"`.
 
     Returns:
         `x` rotated: same shape and dtype, computed in float32 (float64 for
@@ -59,6 +60,12 @@ def apply_rotary(x: Any, cos: Any, sin: Any, layout: str = "half") -> Any:
     (8, 2, 64)
     """
     layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    if layout == "half_per_axis":
+        expected = (
+            "'half' or 'interleaved' (for 'half_per_axis', rotate each axis's "
+            "features with layout='half')"
+        )
+        raise _arguments.invalid("layout", expected, layout)
     x, cos, sin = (ops.convert_to_tensor(t) for t in (x, cos, sin))
     dtype, features = _backend.dtype_name(x), x.shape[-1]
     if not backend.is_float_dtype(dtype) or not _arguments.is_int(features):
@@ -88,6 +95,7 @@ def rotary_cos_sin(
     inverse_frequencies: Sequence[float] | None = None,
     axes_dim: Sequence[int] | None = None,
     axes_frequencies: str = "per_axis",
+    frequency_unit: str = "radians",
 ) -> tuple[Any, Any]:
     """cos and sin of the RoPE angles ``p * w_i``, times the attention factor.
 
@@ -105,13 +113,14 @@ def rotary_cos_sin(
             `axes_dim`, `sum(axes_dim)`.
         max_wavelength, rope_scaling, layout, inverse_frequencies: as in
             `RotaryEmbedding`.
-        axes_dim, axes_frequencies: as in `RotaryEmbedding`.
+        axes_dim, axes_frequencies, frequency_unit: as in `RotaryEmbedding`.
 
     Returns:
         `(cos, sin)`, float32 tensors of shape `positions.shape + [dim]`
         (``[batch, length, dim]`` for multimodal positions,
         `positions.shape[:-1] + [dim]` with `axes_dim`): `[c | c]` with
-        `layout="half"`, `[c0, c0, c1, c1, ...]` with `"interleaved"`.
+        `layout="half"`, `[c0, c0, c1, c1, ...]` with `"interleaved"`,
+        ``[c_0 | c_0 | c_1 | c_1]`` (axis by axis) with `"half_per_axis"`.
 
     Example:
 
@@ -122,11 +131,14 @@ def rotary_cos_sin(
     dim = check_rotary_dim(dim, "dim")
     if axes_dim is not None:
         options = (max_wavelength, rope_scaling, layout, inverse_frequencies)
-        return _axes.cos_sin(positions, dim, axes_dim, *options, axes_frequencies)
+        return _axes.cos_sin(
+            positions, dim, axes_dim, *options, axes_frequencies, frequency_unit
+        )
     _axes.check_frequencies(axes_frequencies, None)
+    _axes.check_unit(frequency_unit, None)
     config = RopeConfig.build(max_wavelength, rope_scaling, inverse_frequencies)
     config.check_dim(dim, "dim")
-    layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    layout, _ = _axes.check_layout(layout, None)
     parsed = _positions.explicit(
         "positions", positions, low=_arguments.POSITION_MIN, ranks=(0, 1, 2, 3)
     )
@@ -177,6 +189,7 @@ def vision_position_ids(
     *,
     spatial_merge_size: int = 1,
     include_temporal: bool = False,
+    coordinates: str = "index",
 ) -> Any:
     """Patch ids of images and videos in a vision tower's own order.
 
@@ -188,8 +201,11 @@ def vision_position_ids(
     merged token will hold are neighbours), the frames one after another.
     With `spatial_merge_size=1` the grid is row-major: Pixtral's order (one
     image ``(1, h, w)`` each). With `include_temporal` a frame index comes
-    first (``(t, row, column)``). Feed them to the layer of
-    `RotaryEmbedding.from_hf_config(config, part="vision")`.
+    first (``(t, row, column)``). With `coordinates="normalized_centers"`
+    they are DINOv3's (Siméoni et al., 2025, https://arxiv.org/abs/2508.10104)
+    patch centres normalized to [-1, 1] per axis, float32 as its
+    `get_patches_center_coordinates` computes them (bit for bit). Feed them
+    to the layer of `RotaryEmbedding.from_hf_config(config, part="vision")`.
 
     Args:
         grid_thw: list of ``(t, h, w)`` lists of positive ints (the
@@ -200,17 +216,25 @@ def vision_position_ids(
             its family). Defaults to `1`.
         include_temporal: bool. Put the frame index first. Defaults to
             `False`.
+        coordinates: `"index"` (integer ``(row, column)``: Qwen2-VL, Pixtral
+            and the other towers of `part="vision"`) or
+            `"normalized_centers"` (``(2 (row + 0.5) / h - 1, 2 (column +
+            0.5) / w - 1)``: DINOv3; without `include_temporal`). Defaults
+            to `"index"`.
 
     Returns:
         int32 numpy array ``[sum(t * h * w), 2]`` (``[..., 3]`` with
-        `include_temporal`).
+        `include_temporal`); float32 with `"normalized_centers"`.
 
     Example:
 
     >>> keras_posenc.vision_position_ids([(1, 2, 4)], spatial_merge_size=2).tolist()
     [[0, 0], [0, 1], [1, 0], [1, 1], [0, 2], [0, 3], [1, 2], [1, 3]]
+    >>> keras_posenc.vision_position_ids(
+    ...     [(1, 2, 4)], coordinates="normalized_centers")[:4].tolist()
+    [[-0.5, -0.75], [-0.5, -0.25], [-0.5, 0.25], [-0.5, 0.75]]
     """
-    return _axes.vision_ids(grid_thw, spatial_merge_size, include_temporal)
+    return _axes.vision_ids(grid_thw, spatial_merge_size, include_temporal, coordinates)
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
@@ -248,8 +272,11 @@ class RotaryEmbedding(PositionLayer):
         rotary_dim: int. Rotate the first `rotary_dim` features (even, at
             most 65536) and pass the rest through. Defaults to all features.
         layout: `"half"` (rotate_half: Hugging Face, Llama, GPT-NeoX,
-            keras-hub) or `"interleaved"` (pairs `(2i, 2i+1)`: GPT-J,
-            RoFormer). Defaults to `"half"`.
+            keras-hub), `"interleaved"` (pairs `(2i, 2i+1)`: GPT-J,
+            RoFormer) or, with `axes_dim` of equal axes, `"half_per_axis"`
+            (each axis rotate_half within its own `axes_dim[i]` features,
+            cos ``[h, h, w, w]``: Gemma 4's vision tower). Defaults to
+            `"half"`.
         inverse_frequencies: a checkpoint's own `inv_freq` array (`rotary_dim
             / 2` values, float32 or float64), used exactly as given;
             `rope_scaling` then only sets the attention factor and the
@@ -294,6 +321,13 @@ class RotaryEmbedding(PositionLayer):
             taking rungs ``i, i + n_axes, ...``: Pixtral's vision tower,
             whose rows take the even rungs and columns the odd ones; equal
             axes only). Defaults to `"per_axis"`.
+        frequency_unit: what the frequencies of `axes_dim` count per unit
+            of position: `"radians"` (RoFormer's angle ``p * w``) or
+            `"turns"` (the angle is ``2 pi p w``, the ``2 pi`` exact:
+            DINOv3's vision transformer, whose angles are ``2 pi x /
+            period`` at patch coordinates ``x`` in [-1, 1] and periods
+            ``max_wavelength ** (2k / axes_dim[i])``). Defaults to
+            `"radians"`.
         **kwargs: base `Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -361,18 +395,22 @@ class RotaryEmbedding(PositionLayer):
         out_of_range: str = "error",
         axes_dim: Sequence[int] | None = None,
         axes_frequencies: str = "per_axis",
+        frequency_unit: str = "radians",
         **kwargs: Any,
     ) -> None:
         config = RopeConfig.build(
             max_wavelength, rope_scaling, inverse_frequencies, rotary_dim
         )
-        layout = _arguments.check_choice("layout", layout, LAYOUTS)
         axes = None
         if axes_dim is None:
+            layout, blocks = _axes.check_layout(layout, None)
             axes_frequencies = _axes.check_frequencies(axes_frequencies, None)
+            frequency_unit = _axes.check_unit(frequency_unit, None)
         else:
             axes_dim = _axes.check_axes_dim(axes_dim)
+            layout, blocks = _axes.check_layout(layout, axes_dim)
             axes_frequencies = _axes.check_frequencies(axes_frequencies, axes_dim)
+            frequency_unit = _axes.check_unit(frequency_unit, axes_dim)
             _axes.check_options(
                 axes_dim,
                 rope_scaling=rope_scaling,
@@ -380,7 +418,9 @@ class RotaryEmbedding(PositionLayer):
                 rotary_dim=(rotary_dim, None),
                 mode=(mode, "compute"),
             )
-            axes = _axes.axes_rows(axes_dim, config.max_wavelength, axes_frequencies)
+            axes = _axes.axes_rows(
+                axes_dim, config.max_wavelength, axes_frequencies, frequency_unit
+            )
         sequence_axis = _arguments.check_int("sequence_axis", sequence_axis)
         feature_axis = _arguments.check_int("feature_axis", feature_axis)
         max_length = check_table_options(mode, max_length, out_of_range)
@@ -395,8 +435,9 @@ class RotaryEmbedding(PositionLayer):
         self.mode, self.max_length, self.out_of_range = mode, max_length, out_of_range
         self.axes_dim, self._axes = axes_dim, axes
         self.axes_frequencies = axes_frequencies
+        self.frequency_unit = frequency_unit
         self._rotation = _rotation.LayerRotation(
-            config, layout, max_length, extend=out_of_range == "extend"
+            config, layout, max_length, out_of_range == "extend", blocks
         )
         self._layouts = ShapeMemo(self._layout_of)
 
@@ -463,7 +504,10 @@ class RotaryEmbedding(PositionLayer):
                 takes queries ``[batch, N, heads, head_dim]`` and
                 `positions=` patch ids ``[batch, N, 2]`` (row, column), e.g.
                 from `vision_position_ids`, and rotates them as the model's
-                vision attention does. A part without RoPE (a CLIP or SigLIP
+                vision attention does (Gemma 4: its processor's ``(column,
+                row)`` ids; DINOv3: patch centres in [-1, 1],
+                `vision_position_ids(..., coordinates="normalized_centers")`,
+                at inference). A part without RoPE (a CLIP or SigLIP
                 tower) or whose RoPE is not read is refused by name, with
                 the reason. Defaults to `"text"`.
             **kwargs: other `RotaryEmbedding` arguments (`name`, ...), not
@@ -660,6 +704,7 @@ class RotaryEmbedding(PositionLayer):
                 "out_of_range": self.out_of_range,
                 "axes_dim": None if self.axes_dim is None else list(self.axes_dim),
                 "axes_frequencies": self.axes_frequencies,
+                "frequency_unit": self.frequency_unit,
             }
         )
         return config

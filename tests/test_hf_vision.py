@@ -4,7 +4,8 @@ Goldens: `tests/golden/hf/make_vision.py` runs each read type's own
 transformers vision rotary module and its own rotation on patch ids made
 by transformers' `get_vision_position_ids` (`vision.json`, `vision.npz`).
 Exactness: a float64 transcription of each rule's formula (below), at
-patch ids in the thousands.
+patch ids in the thousands (DINOv3: also at float32 coordinates in
+[-1, 1], the ones it rotates by).
 """
 
 import json
@@ -49,12 +50,35 @@ def _llama4(ids, d, theta):
     return _per_axis(ids, d, theta)[..., : d // 2]
 
 
-RULES = {"per_axis": _per_axis, "strided": _strided, "per_axis_interleaved": _llama4}
+def _gemma4(ids, d, theta):
+    """Gemma 4's `Gemma4VisionRotaryEmbedding`: each axis theta ** (-2k /
+    (d/2)), each axis twice in its own half of the head, [h, h, w, w]."""
+    angles = _per_axis(ids, d, theta)[..., : d // 2]
+    h, w = angles[..., : d // 4], angles[..., d // 4 :]
+    return np.concatenate([h, h, w, w], -1)
 
 
-def _rotate64(q, angles):
-    """float64 rotation of q [..., N, heads, d]: rotate_half for angles of
-    the whole head, complex pairs (2k, 2k+1) for one angle per pair."""
+def _dinov3(coords, d, theta):
+    """DINOv3's `DINOv3ViTRopePositionEmbedding`: periods theta ** (2k /
+    (d/2)) per axis, angles 2 pi x / period, [y | x], twice (rotate_half)."""
+    return 2 * np.pi * _per_axis(coords, d, theta)
+
+
+RULES = {
+    "per_axis": _per_axis,
+    "strided": _strided,
+    "per_axis_interleaved": _llama4,
+    "per_axis_turns": _dinov3,
+    "per_axis_blocks": _gemma4,
+}
+# The rotation's blocks (rotate_half within each): Gemma 4's one per axis.
+BLOCKS = {"per_axis_blocks": 2}
+
+
+def _rotate64(q, angles, blocks=1):
+    """float64 rotation of q [..., N, heads, d]: rotate_half (within each
+    of `blocks` equal parts) for angles of the whole head, complex pairs
+    (2k, 2k+1) for one angle per pair."""
     q = q.astype(np.float64)
     cos, sin = np.cos(angles)[..., None, :], np.sin(angles)[..., None, :]
     if angles.shape[-1] * 2 == q.shape[-1]:
@@ -62,9 +86,11 @@ def _rotate64(q, angles):
         out = np.empty_like(q)
         out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
         return out
-    half = q.shape[-1] // 2
-    rotated = np.concatenate([-q[..., half:], q[..., :half]], -1)
-    return q * cos + rotated * sin
+    rotated = []
+    for part in np.split(q, blocks, axis=-1):
+        half = part.shape[-1] // 2
+        rotated.append(np.concatenate([-part[..., half:], part[..., :half]], -1))
+    return q * cos + np.concatenate(rotated, -1) * sin
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -86,7 +112,8 @@ def test_vision_part_within_4e7_of_float64_at_ids_in_the_thousands(case):
     rng = np.random.default_rng(7)
     ids = rng.integers(0, 4096, size=(2, 48, 2)).astype(np.int32)
     q = rng.uniform(-1, 1, (2, 48, 2, case["head_dim"])).astype(np.float32)
-    want = _rotate64(q, RULES[case["rule"]](ids, case["head_dim"], case["rope_theta"]))
+    angles = RULES[case["rule"]](ids, case["head_dim"], case["rope_theta"])
+    want = _rotate64(q, angles, BLOCKS.get(case["rule"], 1))
     got = to_numpy(layer(q, positions=ids)).astype(np.float64)
     assert np.max(np.abs(got - want)) < 4e-7
 
@@ -185,8 +212,9 @@ def test_vision_layer_plan_is_one_layer_per_block():
     assert len(plan) == 3 and plan[0] is plan[2]
 
 
-def test_vision_layer_round_trips_its_config():
-    layer = RotaryEmbedding.from_hf_config({"model_type": "pixtral"}, part="vision")
+@pytest.mark.parametrize("model_type", ["pixtral", "dinov3_vit", "gemma4_vision"])
+def test_vision_layer_round_trips_its_config(model_type):
+    layer = RotaryEmbedding.from_hf_config({"model_type": model_type}, part="vision")
     clone = RotaryEmbedding.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
 
@@ -230,11 +258,6 @@ def test_every_surveyed_part_is_read_or_refused_by_name():
             {"part": "vision"},
             r"`part`, expected a model type with a vision part .* 'llama' has no "
             r"vision part. Received: part='vision'",
-        ),
-        (
-            {"model_type": "gemma4"},
-            {"part": "vision"},
-            r"`part`.*\[h, h, w, w\]",
         ),
         (
             {"model_type": "sam2_video"},
@@ -319,6 +342,12 @@ def test_bad_axes_frequencies_are_refused(kwargs, match):
         ([], {}, r"`grid_thw`"),
         ([(1, 2, 2)], {"spatial_merge_size": 0}, r"`spatial_merge_size`"),
         ([(1, 2, 2)], {"include_temporal": 1}, r"`include_temporal`, expected a bool"),
+        ([(1, 2, 2)], {"coordinates": "centers"}, r"`coordinates`, expected one of"),
+        (
+            [(1, 2, 2)],
+            {"coordinates": "normalized_centers", "include_temporal": True},
+            r"`include_temporal`, expected False with coordinates='normalized_cent",
+        ),
     ],
 )
 def test_bad_grids_are_refused(grid_thw, kwargs, match):
@@ -357,14 +386,119 @@ def test_vision_layer_keras_file_round_trip(tmp_path):
     )
 
 
-@pytest.mark.parametrize("part", ["text", "vision"])
-def test_dinov3_is_refused_by_name_with_its_reason(part):
-    # DINOv3 rotates by normalized float coordinates, not patch ids; its
-    # module is no ...VisionRotaryEmbedding, so the survey does not list it.
-    with pytest.raises(ValueError, match=r"DINOv3 rotates patches by their coord"):
-        RotaryEmbedding.from_hf_config(
-            {"model_type": "dinov3_vit", "hidden_size": 384}, part=part
-        )
+DINOV3 = {"model_type": "dinov3_vit", "hidden_size": 384, "num_attention_heads": 6}
+COORDINATE_GRIDS = sorted(k for k in ARRAYS.files if k.startswith("coordinates."))
+
+
+@pytest.mark.parametrize("key", COORDINATE_GRIDS)
+def test_dinov3_coordinates_are_transformers_float32_bit_for_bit(key):
+    # transformers' get_patches_center_coordinates(h, w, float32), the
+    # values its module rotates by at inference.
+    h, w = (int(n) for n in key.split(".")[1].split("x"))
+    coords = keras_posenc.vision_position_ids(
+        [(1, h, w)], coordinates="normalized_centers"
+    )
+    assert coords.dtype == np.float32
+    np.testing.assert_array_equal(coords, ARRAYS[key])
+
+
+def test_dinov3_reads_its_config_as_per_axis_frequencies_in_turns():
+    layer = RotaryEmbedding.from_hf_config(DINOV3, part="vision")
+    assert layer.axes_dim == (32, 32) and layer.layout == "half"
+    assert layer.axes_frequencies == "per_axis" and layer.frequency_unit == "turns"
+    assert layer.max_wavelength == 100.0
+
+
+def test_dinov3_within_4e7_of_float64_at_its_coordinates():
+    # Coordinates of 64 x 48 and 37 x 23 grids and random float32 values in
+    # [-1, 1]: the float64 angles 2 pi x / period of the same float32 x.
+    layer = RotaryEmbedding.from_hf_config(
+        {**DINOV3, "rope_theta": 100.0}, part="vision"
+    )
+    rng = np.random.default_rng(11)
+    grids = keras_posenc.vision_position_ids(
+        [(1, 64, 48), (1, 37, 23)], coordinates="normalized_centers"
+    )
+    uniform = rng.uniform(-1, 1, (1024, 2)).astype(np.float32)
+    coords = np.concatenate([grids, uniform])[None]
+    q = rng.uniform(-1, 1, (1, len(coords[0]), 2, 64)).astype(np.float32)
+    want = _rotate64(q, _dinov3(coords.astype(np.float64), 64, 100.0))
+    got = to_numpy(layer(q, positions=coords)).astype(np.float64)
+    assert np.max(np.abs(got - want)) < 4e-7
+
+
+def test_dinov3_class_and_register_tokens_at_zero_pass_through_bit_for_bit():
+    # DINOv3 rotates only its patch tokens: ids (0, 0) give the angle 0
+    # exactly, so its prefix tokens (class, registers) come out as they are.
+    case = next(c for c in CASES if c["name"] == "dinov3_vit.variant")
+    layer = RotaryEmbedding.from_hf_config(case["config"], part="vision")
+    q, ids = ARRAYS["dinov3_vit.variant.q"], ARRAYS["dinov3_vit.variant.ids"]
+    prefix = case["prefix_tokens"]
+    assert prefix == 3 and not np.any(ids[:prefix])
+    got = to_numpy(layer(q[None], positions=ids[None]))[0]
+    np.testing.assert_array_equal(got[:prefix], q[:prefix])
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (
+            {**DINOV3, "rope_parameters": {"rope_type": "default", "rope_theta": 5.0}},
+            r"`rope_parameters`, expected no 'rope_parameters' key: transformers' "
+            r"dinov3_vit rotary module reads 'rope_theta' only",
+        ),
+        (
+            {**DINOV3, "head_dim": 32},
+            r"`head_dim`, expected no 'head_dim' key",
+        ),
+        (
+            {**DINOV3, "num_attention_heads": 7},
+            r"`head_dim`, expected a positive multiple of 4 .*Received: head_dim=54",
+        ),
+    ],
+)
+def test_dinov3_keys_its_module_does_not_read_are_refused(config, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding.from_hf_config(config, part="vision")
+
+
+def test_dinov3_text_part_is_refused_pointing_at_part_vision():
+    with pytest.raises(ValueError, match=r"read with part='vision'"):
+        RotaryEmbedding.from_hf_config(DINOV3)
+
+
+def test_turns_cos_sin_is_2_pi_times_the_radians_angles_in_float64():
+    coords = np.array([[0.999999, -1.0], [1e-7, 0.3333333], [-0.5, 0.75]], np.float32)
+    cos, sin = keras_posenc.rotary_cos_sin(
+        coords, 64, axes_dim=(32, 32), max_wavelength=100.0, frequency_unit="turns"
+    )
+    angles = _dinov3(coords.astype(np.float64), 64, 100.0)
+    assert np.max(np.abs(to_numpy(cos) - np.cos(angles))) < 2e-7
+    assert np.max(np.abs(to_numpy(sin) - np.sin(angles))) < 2e-7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"frequency_unit": "turns"},
+            r"`frequency_unit`, expected 'radians' without `axes_dim`.*"
+            r"Received: frequency_unit='turns'",
+        ),
+        (
+            {"axes_dim": (16, 16), "frequency_unit": "degrees"},
+            r"`frequency_unit`, expected one of \('radians', 'turns'\)",
+        ),
+    ],
+)
+def test_bad_frequency_units_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding(**kwargs)
+
+
+def test_rotary_cos_sin_refuses_turns_without_axes():
+    with pytest.raises(ValueError, match=r"`frequency_unit`, expected 'radians'"):
+        keras_posenc.rotary_cos_sin(np.arange(4), 8, frequency_unit="turns")
 
 
 def test_text_refusal_of_a_type_with_a_read_vision_tower_names_part_vision():
@@ -417,3 +551,111 @@ def test_a_vision_rope_theta_of_the_wrong_type_is_refused_by_name(theta):
     config = {"model_type": "qwen2_vl", "vision_config": {"rope_theta": theta}}
     with pytest.raises(ValueError, match=r"`rope_theta`, expected a finite number"):
         RotaryEmbedding.from_hf_config(config, part="vision")
+
+
+@pytest.mark.parametrize("model_type", ["gemma4", "diffusion_gemma"])
+def test_gemma4_vision_reads_half_per_axis(model_type):
+    # Gemma 4 (and DiffusionGemma, its tower): theta 100, head_dim 64,
+    # cos [h, h, w, w] with rotate_half within each axis's half.
+    layer = RotaryEmbedding.from_hf_config({"model_type": model_type}, part="vision")
+    assert layer.layout == "half_per_axis" and layer.axes_dim == (32, 32)
+    assert layer.axes_frequencies == "per_axis" and layer.max_wavelength == 100.0
+
+
+def test_gemma4_ids_are_its_processors_column_row_grid():
+    # Gemma 4's image processor: (column, row) pairs, row-major.
+    ids = keras_posenc.vision_position_ids([(1, 4, 6)])[:, ::-1]
+    np.testing.assert_array_equal(ids, ARRAYS["gemma4_vision.default.ids"])
+
+
+def test_half_per_axis_cos_sin_is_h_h_w_w_of_float64():
+    ids = np.array([[4095, 17], [-3, 4000], [0, 1]], np.int32)
+    cos, sin = keras_posenc.rotary_cos_sin(
+        ids, 64, axes_dim=(32, 32), max_wavelength=100.0, layout="half_per_axis"
+    )
+    angles = _gemma4(ids, 64, 100.0)
+    assert np.max(np.abs(to_numpy(cos) - np.cos(angles))) < 2e-7
+    assert np.max(np.abs(to_numpy(sin) - np.sin(angles))) < 2e-7
+
+
+def test_half_per_axis_rotates_three_axes_each_within_its_block():
+    # Three equal axes: rotate_half within each third of the head.
+    rng = np.random.default_rng(5)
+    ids = rng.integers(-2000, 2000, (1, 12, 3)).astype(np.int32)
+    q = rng.uniform(-1, 1, (1, 12, 2, 48)).astype(np.float32)
+    layer = RotaryEmbedding(axes_dim=(16, 16, 16), layout="half_per_axis")
+    w = 10000.0 ** (-np.arange(0, 16, 2, dtype=np.float64) / 16)
+    angles = np.concatenate([ids[..., a, None] * w for a in range(3) for _ in "xx"], -1)
+    want = _rotate64(q, angles, blocks=3)
+    assert np.max(np.abs(to_numpy(layer(q, positions=ids)) - want)) < 4e-7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (
+            {"layout": "half_per_axis"},
+            r"`layout`, expected 'half' or 'interleaved' without `axes_dim` "
+            r"\(one axis\). Received: layout='half_per_axis'",
+        ),
+        (
+            {"axes_dim": (16, 32), "layout": "half_per_axis"},
+            r"`axes_dim`, expected equal axes with layout='half_per_axis'",
+        ),
+    ],
+)
+def test_bad_half_per_axis_layouts_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding(**kwargs)
+
+
+def test_rotary_cos_sin_refuses_half_per_axis_without_axes():
+    with pytest.raises(ValueError, match=r"`layout`, expected 'half' or 'interl"):
+        keras_posenc.rotary_cos_sin(np.arange(4), 8, layout="half_per_axis")
+
+
+def test_apply_rotary_refuses_half_per_axis_naming_how():
+    from keras_posenc.rotary import apply_rotary
+
+    x = np.ones((4, 8), "float32")
+    with pytest.raises(ValueError, match=r"`layout`.*rotate each axis's features"):
+        apply_rotary(x, x, x, layout="half_per_axis")
+
+
+@pytest.mark.parametrize(
+    ("row", "cells"),
+    [
+        (
+            "gemma4",
+            "| read: `gemma4_vision` (per_axis_blocks) | no RoPE: `gemma4_audio` |",
+        ),
+        ("moshi", "| - | read: `mimi` (1-D RoPE over time, as its text model) |"),
+        ("sam2_video", "| refused: `sam2_video`: its rotary module is the memory"),
+        ("llava", "| no RoPE: `clip_vision_model` | - |"),
+        ("qwen2_5_vl", "| read: `qwen2_5_vl_vision` (per_axis) | - |"),
+    ],
+)
+def test_model_types_page_lists_each_composites_parts(row, cells):
+    from keras_posenc._hf.model_types_page import model_types_page
+
+    lines = [
+        line
+        for line in model_types_page().splitlines()
+        if line.startswith(f"| `{row}` |")
+    ]
+    assert any(line.startswith(f"| `{row}` {cells}") for line in lines), lines
+
+
+def test_model_types_page_text_refusals_point_at_the_read_part():
+    # The text table's "only rotary modules are a vision or audio part's"
+    # says where the part is read now.
+    from keras_posenc._hf.model_types_page import model_types_page
+
+    page = model_types_page()
+    assert (
+        "| `pixtral` | its only rotary modules are a vision or audio part's; its "
+        "vision tower's RoPE is read with part='vision' |"
+    ) in page
+    assert (
+        "| `sam2_video` | its only rotary modules are a vision or audio part's |"
+    ) in page

@@ -55,3 +55,17 @@ def test_widest_host_constants_are_computed_quickly():
     )
     assert constants.width == _arguments.MAX_DEPTH
     assert time.perf_counter() - start < 20.0
+
+
+@pytest.mark.parametrize("max_wavelength", [100.0, 1e-30, 1e30])
+def test_frequencies_in_turns_are_the_ladder_itself(max_wavelength):
+    # in_turns (DINOv3's periods): b ** (-2i / depth) turns per position,
+    # with no 1 / (2 pi), to 40 digits below 2**24 f (mpmath, 80 digits).
+    import mpmath
+
+    mpmath.mp.dps = 80
+    turns = _phase_constants.sinusoidal_turns(32, max_wavelength, in_turns=True)
+    base = mpmath.mpf(max_wavelength)
+    for i, got in enumerate(turns):
+        want = base ** (mpmath.mpf(-2 * i) / 32)
+        assert abs(mpmath.mpf(str(got)) - want) * 2**24 < mpmath.mpf(10) ** -38

@@ -669,7 +669,7 @@ def test_keras_file_round_trip(tmp_path):
     [
         (
             {"layout": "pairs"},
-            r"`layout`, expected one of \('half', 'interleaved'\). "
+            r"`layout`, expected one of \('half', 'interleaved', 'half_per_axis'\). "
             r"Received: layout='pairs'",
         ),
         ({"sequence_axis": "1"}, r"`sequence_axis`, expected an int"),

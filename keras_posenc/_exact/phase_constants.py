@@ -64,7 +64,7 @@ def _digits_for(max_turns):
     return _FRACTION_DIGITS + scaled.adjusted() + 1 + _GUARD_DIGITS
 
 
-def sinusoidal_turns(depth, max_wavelength, scale=1):
+def sinusoidal_turns(depth, max_wavelength, scale=1, in_turns=False):
     """Turns per position ``scale * b**(-2i/depth) / (2 pi)`` of each sine channel.
 
     The ratio ``b**(-2/depth)`` is computed once and the frequencies by
@@ -76,6 +76,9 @@ def sinusoidal_turns(depth, max_wavelength, scale=1):
         max_wavelength: float. The base ``b``.
         scale: int or `fractions.Fraction` > 0, exact: every frequency
             times `scale` (a grid's positions ``i * scale``, folded in).
+        in_turns: bool. ``scale * b**(-2i/depth)`` are turns per position
+            already, without the ``1 / (2 pi)`` (DINOv3's angles ``2 pi x /
+            period``, periods ``b**(2i/depth)``).
 
     Returns:
         A tuple of ``(depth + 1) // 2`` `decimal.Decimal` values.
@@ -85,12 +88,14 @@ def sinusoidal_turns(depth, max_wavelength, scale=1):
     with decimal.localcontext() as ctx:
         ctx.prec = 28
         # The largest frequency: f_0 = scale / (2 pi) when b >= 1, below
-        # scale / (2 pi b) otherwise.
+        # scale / (2 pi b) otherwise (no 2 pi in turns).
         factor = decimal.Decimal(numerator) / denominator
-        largest = factor / (2 * min(base, decimal.Decimal(1)) * PI)
+        low = min(base, decimal.Decimal(1))
+        largest = factor / low if in_turns else factor / (2 * low * PI)
         ctx.prec = _digits_for(largest)
         ratio = (-2 * base.ln() / depth).exp()
-        turns = [decimal.Decimal(numerator) / denominator / (2 * +PI)]
+        first = decimal.Decimal(numerator) / denominator
+        turns = [first if in_turns else first / (2 * +PI)]
         for _ in range((depth + 1) // 2 - 1):
             turns.append(turns[-1] * ratio)
         return tuple(turns)

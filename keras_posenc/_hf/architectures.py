@@ -27,9 +27,7 @@ from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks.echo import shortened
 from keras_posenc._hf.model_types import REFUSED, SUPPORTED, TRANSFORMERS_VERSION
 from keras_posenc._hf.splits import GEMMA3, GEMMA3_TYPES, MODERNBERT, OLMO3, LayerSplit
-from keras_posenc._hf.vision import OTHER_POSITIONS
-from keras_posenc._hf.vision_types import PARTS
-from keras_posenc._hf.vision_types import READ as VISION_READ
+from keras_posenc._hf.vision import part_status
 
 _FROZEN = types.MappingProxyType
 # The standardized keys, as transformers' configs name them.
@@ -270,13 +268,13 @@ NO_ROPE = _FROZEN(
 )
 
 
-def _vision_hint(model_type):
-    """Where the RoPE of a refused text model is read instead, if anywhere."""
-    if model_type in OTHER_POSITIONS:
-        return f" ({OTHER_POSITIONS[model_type]}: not read)"
-    part = PARTS.get(model_type, {}).get("vision")
-    if model_type in VISION_READ or (part is not None and part[1] in VISION_READ):
-        return "; its vision tower's RoPE is read with part='vision'"
+def part_hint(model_type):
+    """Where the RoPE of a refused text model is read instead, if anywhere:
+    its vision or audio tower's, with `part`."""
+    for part in ("vision", "audio"):
+        status = part_status(model_type, part)
+        if status is not None and status[0] == "read":
+            return f"; its {part} tower's RoPE is read with part={part!r}"
     return ""
 
 
@@ -300,7 +298,7 @@ def _unverified(model_type):
         f"a model type whose RoPE is verified against transformers "
         f"{TRANSFORMERS_VERSION}'s own rotary modules (listed in the docs, "
         f"'Hugging Face model types'); in `config`, {model_type!r}: {why}"
-        f"{_vision_hint(model_type)}. "
+        f"{part_hint(model_type)}. "
         f"{todo[0].upper()}{todo[1:]}build RotaryEmbedding(max_wavelength=..., "
         "rope_scaling=..., rotary_dim=..., layout=...) directly"
     )

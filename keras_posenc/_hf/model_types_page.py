@@ -2,9 +2,11 @@
 
 Lists the model types whose RoPE `RotaryEmbedding.from_hf_config` reads
 (Su et al., 2021, https://arxiv.org/abs/2104.09864), as transformers reads
-them, the refused ones with the reason, and the vision and audio towers
-(`docs/hf-model-types.md`; `tests/golden/hf/make_survey.py` writes it and a
-test keeps it up to date).
+them, the refused ones with the reason (and which `part` reads a tower's
+RoPE instead), the vision and audio towers, and each composite model
+type's parts as `part_status` judges them (`docs/hf-model-types.md`;
+`tests/golden/hf/make_survey.py` writes it and a test keeps it up to
+date).
 
 Example:
 
@@ -13,8 +15,9 @@ Example:
 '# Hugging Face model types'
 """
 
-from keras_posenc._hf.architectures import ARCHITECTURES
+from keras_posenc._hf.architectures import ARCHITECTURES, part_hint
 from keras_posenc._hf.model_types import REFUSED, TRANSFORMERS_VERSION
+from keras_posenc._hf.vision import part_status
 from keras_posenc._hf.vision_types import NONE, PARTS
 from keras_posenc._hf.vision_types import READ as VISION_READ
 from keras_posenc._hf.vision_types import REFUSED as VISION_REFUSED
@@ -93,8 +96,42 @@ def model_types_page():
         "| --- | --- |",
     ]
     for model_type, why in sorted(REFUSED.items()):
+        why = why + part_hint(model_type)
         lines.append(f"| `{model_type}` | {why.replace('|', '/')} |")
-    return "\n".join(lines + _parts_lines()) + "\n"
+    return "\n".join(lines + _parts_lines() + _composite_lines()) + "\n"
+
+
+def _cell(model_type, part):
+    """A composite's `part`, as `from_hf_config(..., part=part)` reads its
+    defaults: read (the rule), refused (why) or no RoPE."""
+    status = part_status(model_type, part)
+    if status is None:
+        return "-"
+    state, part_type, detail = status
+    if state == "read":
+        return f"read: `{part_type}` ({detail})"
+    if state == "refused":
+        return f"refused: `{part_type}`: {detail.replace('|', '/')}"
+    return f"no RoPE: `{part_type}`"
+
+
+def _composite_lines():
+    """The docs page's table of composite model types, part by part."""
+    lines = [
+        "",
+        f"### Composite model types ({len(PARTS)})",
+        "",
+        "Each model type with a vision or audio part, and what "
+        '`from_hf_config(config, part="vision")` (or `"audio"`) does with '
+        "the part its config holds by default.",
+        "",
+        "| model type | vision | audio |",
+        "| --- | --- | --- |",
+    ]
+    for model_type in sorted(PARTS):
+        cells = " | ".join(_cell(model_type, part) for part in ("vision", "audio"))
+        lines.append(f"| `{model_type}` | {cells} |")
+    return lines
 
 
 def _parts_lines():

@@ -9,7 +9,12 @@ says which part types are read, by which rule of `RULES`, with which
 defaults and raw key names; the refused ones with the reason; and where
 each composite model keeps its parts (`vision_config`, Qwen2.5-Omni's
 `thinker_config.vision_config`). A rule is a row of the N-axis engine's
-arguments (`axes_dim`, `axes_frequencies`, `layout`): no branch per model.
+arguments (`axes_dim`, `axes_frequencies`, `frequency_unit`, `layout`): no
+branch per model. DINOv3 (`dinov3_vit`) rotates its patches by their
+centres normalized to [-1, 1] (`vision_position_ids(...,
+coordinates="normalized_centers")`) with frequencies in turns; the layer
+gives its inference values (its training-time shift, jitter and rescale of
+the coordinates are augmentations, `pos_embed_*`, not read).
 """
 
 from keras_posenc._checks import arguments as _arguments
@@ -24,17 +29,6 @@ from keras_posenc._hf.vision_types import (
     TRANSFORMERS_VERSION,
 )
 
-# Model types that rotate patches by something other than integer ids, which
-# the generated survey does not list (their module is no
-# `...VisionRotaryEmbedding`): refused by name in every part.
-OTHER_POSITIONS = {
-    "dinov3_vit": (
-        "DINOv3 rotates patches by their coordinates normalized to [-1, 1] "
-        "(DINOv3ViTRopePositionEmbedding: angles 2 pi x / period, with "
-        "training-time shifts and jitter), not by integer patch ids"
-    ),
-}
-
 # The parts a config may be read for; "text" is `_hf.config`'s.
 PART_NAMES = ("text", "vision", "audio")
 
@@ -42,14 +36,39 @@ PART_NAMES = ("text", "vision", "audio")
 # "per_axis": Qwen2-VL and its family, each axis `theta ** (-2k / (d/2))`,
 # [h | w] and rotate_half; "strided": Pixtral, one ladder
 # `theta ** (-2k / d)` whose even rungs go to the row, odd ones to the column.
+_RADIANS = {"frequency_unit": "radians"}
 RULES = {
-    "per_axis": {"axes_frequencies": "per_axis", "layout": "half"},
-    "strided": {"axes_frequencies": "strided", "layout": "half"},
+    "per_axis": {"axes_frequencies": "per_axis", "layout": "half", **_RADIANS},
+    "strided": {"axes_frequencies": "strided", "layout": "half", **_RADIANS},
     # Llama 4: per-axis ladders [x | y] over complex pairs (2k, 2k+1).
-    "per_axis_interleaved": {"axes_frequencies": "per_axis", "layout": "interleaved"},
+    "per_axis_interleaved": {
+        "axes_frequencies": "per_axis",
+        "layout": "interleaved",
+        **_RADIANS,
+    },
+    # Gemma 4: per-axis ladders, each axis rotate_half within its own half
+    # of the head (cos [h, h, w, w]; its ids are (column, row)).
+    "per_axis_blocks": {
+        "axes_frequencies": "per_axis",
+        "layout": "half_per_axis",
+        **_RADIANS,
+    },
+    # DINOv3: per-axis periods `theta ** (2k / (d/2))`, angles 2 pi x / period
+    # (turns), [y | x] and rotate_half.
+    "per_axis_turns": {
+        "axes_frequencies": "per_axis",
+        "layout": "half",
+        "frequency_unit": "turns",
+    },
 }
 # The arguments read from `config` (the caller may not repeat them).
-READ_ARGUMENTS = ("axes_dim", "axes_frequencies", "layout", "max_wavelength")
+READ_ARGUMENTS = (
+    "axes_dim",
+    "axes_frequencies",
+    "frequency_unit",
+    "layout",
+    "max_wavelength",
+)
 # rope_types transformers reads as "axial" (its vision configs overwrite it).
 _AXIAL = (None, "axial", "default")
 
@@ -83,17 +102,26 @@ def _part_dict(config, model_type, part, path, own):
     return raw
 
 
-def _checked(model_type, part, part_type):
-    """`part_type` if it is read, else the refusal naming `part`."""
+def _judged(part, part_type):
+    """``(state, detail)`` of `part_type` read as `part`: ``("read", rule)``,
+    ``("none", why)`` (no RoPE) or ``("refused", why)``."""
     if part_type in REFUSED:
-        raise _refuse_part(model_type, part, REFUSED[part_type])
+        return "refused", REFUSED[part_type]
     if part_type in NONE:
-        raise _refuse_part(model_type, part, _no_rope(part_type))
+        return "none", _no_rope(part_type)
     if part_type not in READ:
         why = f"{part_type!r} is no part type of transformers {TRANSFORMERS_VERSION}"
-        raise _refuse_part(model_type, part, why)
+        return "refused", why
     if READ[part_type]["part"] != part:
-        raise _refuse_part(model_type, part, f"it is a {READ[part_type]['part']} part")
+        return "refused", f"it is a {READ[part_type]['part']} part"
+    return "read", READ[part_type]["rule"]
+
+
+def _checked(model_type, part, part_type):
+    """`part_type` if it is read, else the refusal naming `part`."""
+    state, detail = _judged(part, part_type)
+    if state != "read":
+        raise _refuse_part(model_type, part, detail)
     return part_type
 
 
@@ -103,8 +131,6 @@ def _find(config, part):
     if not isinstance(model_type, str):
         expected = f"a string (the {part} part is found by the config's model type)"
         raise _arguments.invalid("model_type", expected, shortened(model_type))
-    if model_type in OTHER_POSITIONS:
-        raise _refuse_part(model_type, part, OTHER_POSITIONS[model_type])
     if model_type in REFUSED or model_type not in PARTS:  # a part's own config
         if model_type in READ or model_type in REFUSED or model_type in NONE:
             return model_type, model_type, config
@@ -141,6 +167,21 @@ def one_dimensional_part(config, part):
     return {**raw, "model_type": part_type}
 
 
+def part_status(model_type, part):
+    """``(state, part type, detail)`` of `part` of a `model_type`'s default
+    config, as `from_hf_config(..., part=part)` judges it: ``"read"`` (the
+    rule; a 1-D tower: as its text model), ``"refused"`` (why) or
+    ``"none"`` (no RoPE); None where the type has no such part."""
+    try:
+        _, part_type, _ = _find({"model_type": model_type}, part)
+    except ValueError:
+        return None
+    if part_type not in READ and part_type in TEXT_SUPPORTED:
+        return "read", part_type, "1-D RoPE over time, as its text model"
+    state, detail = _judged(part, part_type)
+    return state, part_type, detail
+
+
 def _value(raw, keys, default):
     for key in keys:
         if raw.get(key) is not None:
@@ -148,14 +189,21 @@ def _value(raw, keys, default):
     return keys[0], default
 
 
-def _theta(part_type, raw, default):
+def _theta(part_type, raw, default, keys):
     """`rope_theta` from `rope_parameters` / `rope_scaling` or the top
-    level, as the vision config standardizes it (its type becomes axial)."""
+    level, as the vision config standardizes it (its type becomes axial);
+    of `keys` only (DINOv3's module reads the field `rope_theta` alone)."""
     given = {}
     for name in ("rope_parameters", "rope_scaling"):
         value = raw.get(name)
         if value is None:
             continue
+        if name not in keys:
+            expected = (
+                f"no {name!r} key: transformers' {part_type} rotary module "
+                "reads 'rope_theta' only"
+            )
+            raise _arguments.invalid(name, expected, shortened(value))
         if not isinstance(value, dict):
             raise _arguments.invalid(name, "None or a dict", shortened(value))
         unknown = sorted(set(value) - {"rope_type", "type", "rope_theta"})
@@ -215,7 +263,9 @@ def part_arguments(config, part, overrides=None):
         raise _arguments.invalid(head_key, expected, shortened(head_dim))
     arguments = {
         "axes_dim": [head_dim // 2, head_dim // 2],
-        "max_wavelength": _theta(part_type, raw, defaults["rope_theta"]),
+        "max_wavelength": _theta(
+            part_type, raw, defaults["rope_theta"], read["theta_keys"]
+        ),
         **RULES[read["rule"]],
     }
     return _hf_json.with_overrides(arguments, overrides, READ_ARGUMENTS)

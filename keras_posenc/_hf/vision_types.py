@@ -246,7 +246,20 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                            'part': 'vision',
                            'reads_head_dim': True,
                            'rule': 'per_axis',
+                           'theta_keys': ['rope_parameters',
+                                          'rope_scaling',
+                                          'rope_theta'],
                            'width': 'hidden_size'},
+ 'dinov3_vit': {'aliases': [],
+                'defaults': {'head_dim': None,
+                             'hidden_size': 384,
+                             'num_attention_heads': 6,
+                             'rope_theta': 100.0},
+                'part': 'vision',
+                'reads_head_dim': False,
+                'rule': 'per_axis_turns',
+                'theta_keys': ['rope_theta'],
+                'width': 'hidden_size'},
  'dots3_note_vision_encoder': {'aliases': [],
                                'defaults': {'head_dim': None,
                                             'hidden_size': 1536,
@@ -255,6 +268,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                                'part': 'vision',
                                'reads_head_dim': True,
                                'rule': 'per_axis',
+                               'theta_keys': ['rope_parameters',
+                                              'rope_scaling',
+                                              'rope_theta'],
                                'width': 'hidden_size'},
  'ernie4_5_vl_moe_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                             'defaults': {'head_dim': None,
@@ -264,6 +280,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                             'part': 'vision',
                             'reads_head_dim': True,
                             'rule': 'per_axis',
+                            'theta_keys': ['rope_parameters',
+                                           'rope_scaling',
+                                           'rope_theta'],
                             'width': 'hidden_size'},
  'exaone4_5_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                       'defaults': {'head_dim': None,
@@ -273,7 +292,18 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                       'part': 'vision',
                       'reads_head_dim': True,
                       'rule': 'per_axis',
+                      'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                       'width': 'hidden_size'},
+ 'gemma4_vision': {'aliases': [],
+                   'defaults': {'head_dim': 64,
+                                'hidden_size': 768,
+                                'num_attention_heads': 12,
+                                'rope_theta': 100.0},
+                   'part': 'vision',
+                   'reads_head_dim': True,
+                   'rule': 'per_axis_blocks',
+                   'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
+                   'width': 'hidden_size'},
  'glm4v_moe_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                       'defaults': {'head_dim': None,
                                    'hidden_size': 1536,
@@ -282,6 +312,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                       'part': 'vision',
                       'reads_head_dim': True,
                       'rule': 'per_axis',
+                      'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                       'width': 'hidden_size'},
  'glm4v_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                   'defaults': {'head_dim': None,
@@ -291,6 +322,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                   'part': 'vision',
                   'reads_head_dim': True,
                   'rule': 'per_axis',
+                  'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                   'width': 'hidden_size'},
  'glm5_next_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                       'defaults': {'head_dim': None,
@@ -300,6 +332,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                       'part': 'vision',
                       'reads_head_dim': True,
                       'rule': 'per_axis',
+                      'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                       'width': 'hidden_size'},
  'glm_ocr_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                     'defaults': {'head_dim': None,
@@ -309,6 +342,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                     'part': 'vision',
                     'reads_head_dim': True,
                     'rule': 'per_axis',
+                    'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                     'width': 'hidden_size'},
  'lfm3_vl_vision': {'aliases': [],
                     'defaults': {'head_dim': None,
@@ -318,6 +352,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                     'part': 'vision',
                     'reads_head_dim': True,
                     'rule': 'per_axis',
+                    'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                     'width': 'hidden_size'},
  'llama4_vision_model': {'aliases': [],
                          'defaults': {'head_dim': None,
@@ -327,6 +362,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                          'part': 'vision',
                          'reads_head_dim': False,
                          'rule': 'per_axis_interleaved',
+                         'theta_keys': ['rope_parameters',
+                                        'rope_scaling',
+                                        'rope_theta'],
                          'width': 'hidden_size'},
  'mlcd_vision_model': {'aliases': [],
                        'defaults': {'head_dim': None,
@@ -336,6 +374,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                        'part': 'vision',
                        'reads_head_dim': True,
                        'rule': 'per_axis',
+                       'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                        'width': 'hidden_size'},
  'muse_glimmer_vision': {'aliases': [],
                          'defaults': {'head_dim': None,
@@ -345,6 +384,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                          'part': 'vision',
                          'reads_head_dim': True,
                          'rule': 'per_axis',
+                         'theta_keys': ['rope_parameters',
+                                        'rope_scaling',
+                                        'rope_theta'],
                          'width': 'hidden_size'},
  'muse_spark_vision': {'aliases': [],
                        'defaults': {'head_dim': None,
@@ -354,6 +396,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                        'part': 'vision',
                        'reads_head_dim': True,
                        'rule': 'per_axis',
+                       'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                        'width': 'hidden_size'},
  'paddleocr_vl_vision': {'aliases': [],
                          'defaults': {'head_dim': None,
@@ -363,6 +406,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                          'part': 'vision',
                          'reads_head_dim': True,
                          'rule': 'per_axis',
+                         'theta_keys': ['rope_parameters',
+                                        'rope_scaling',
+                                        'rope_theta'],
                          'width': 'hidden_size'},
  'pixtral': {'aliases': [],
              'defaults': {'head_dim': None,
@@ -372,6 +418,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
              'part': 'vision',
              'reads_head_dim': True,
              'rule': 'strided',
+             'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
              'width': 'hidden_size'},
  'qwen2_5_omni_vision_encoder': {'aliases': [['num_heads', 'num_attention_heads']],
                                  'defaults': {'head_dim': None,
@@ -381,6 +428,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                                  'part': 'vision',
                                  'reads_head_dim': True,
                                  'rule': 'per_axis',
+                                 'theta_keys': ['rope_parameters',
+                                                'rope_scaling',
+                                                'rope_theta'],
                                  'width': 'hidden_size'},
  'qwen2_5_vl_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                        'defaults': {'head_dim': None,
@@ -390,6 +440,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                        'part': 'vision',
                        'reads_head_dim': True,
                        'rule': 'per_axis',
+                       'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                        'width': 'hidden_size'},
  'qwen2_vl_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                      'defaults': {'embed_dim': 1280,
@@ -399,6 +450,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                      'part': 'vision',
                      'reads_head_dim': True,
                      'rule': 'per_axis',
+                     'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                      'width': 'embed_dim'},
  'qwen3_5_moe_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                         'defaults': {'head_dim': None,
@@ -408,6 +460,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                         'part': 'vision',
                         'reads_head_dim': True,
                         'rule': 'per_axis',
+                        'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                         'width': 'hidden_size'},
  'qwen3_5_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                     'defaults': {'head_dim': None,
@@ -417,6 +470,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                     'part': 'vision',
                     'reads_head_dim': True,
                     'rule': 'per_axis',
+                    'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                     'width': 'hidden_size'},
  'qwen3_omni_moe_vision_encoder': {'aliases': [['num_heads', 'num_attention_heads']],
                                    'defaults': {'head_dim': None,
@@ -426,6 +480,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                                    'part': 'vision',
                                    'reads_head_dim': True,
                                    'rule': 'per_axis',
+                                   'theta_keys': ['rope_parameters',
+                                                  'rope_scaling',
+                                                  'rope_theta'],
                                    'width': 'hidden_size'},
  'qwen3_vl_moe_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                          'defaults': {'head_dim': None,
@@ -435,6 +492,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                          'part': 'vision',
                          'reads_head_dim': True,
                          'rule': 'per_axis',
+                         'theta_keys': ['rope_parameters',
+                                        'rope_scaling',
+                                        'rope_theta'],
                          'width': 'hidden_size'},
  'qwen3_vl_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                      'defaults': {'head_dim': None,
@@ -444,6 +504,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                      'part': 'vision',
                      'reads_head_dim': True,
                      'rule': 'per_axis',
+                     'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                      'width': 'hidden_size'},
  'qwen4_exp_vision': {'aliases': [['num_heads', 'num_attention_heads']],
                       'defaults': {'head_dim': None,
@@ -453,6 +514,7 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                       'part': 'vision',
                       'reads_head_dim': True,
                       'rule': 'per_axis',
+                      'theta_keys': ['rope_parameters', 'rope_scaling', 'rope_theta'],
                       'width': 'hidden_size'},
  'video_llama_3_vision': {'aliases': [],
                           'defaults': {'head_dim': None,
@@ -462,6 +524,9 @@ READ = {'cohere_compass_vision': {'aliases': [['num_heads', 'num_attention_heads
                           'part': 'vision',
                           'reads_head_dim': True,
                           'rule': 'per_axis',
+                          'theta_keys': ['rope_parameters',
+                                         'rope_scaling',
+                                         'rope_theta'],
                           'width': 'hidden_size'}}
 
 REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
@@ -471,22 +536,21 @@ REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
                              'its default config',
  'edgetam_video': "its rotary module is the memory attention's, over its "
                   'own grid',
- 'gemma4_vision': 'its rotary module lays the axes out [h, h, w, w] (each '
-                  'axis rotates its own half of the head with '
-                  'rotate_half): no N-axis layout',
  'granite4_vision_text': 'its rotary module is a 1-D RoPE (over time or '
-                         'tokens) of a model type the text reader verifies: '
-                         'read as that text model (the part of a composite, '
-                         'or its own config)',
+                         'tokens) of a model type the text reader '
+                         'verifies: read as that text model (the part of a '
+                         'composite, or its own config)',
  'higgs_audio_v2': 'its rotary module is a 1-D RoPE (over time or tokens), '
                    'not over patch ids: not read as a part',
- 'inkling2_vision': 'its rotary module puts the column before the row, '
-                    'pairs interleaved',
+ 'inkling2_vision': 'its rotary module puts the column before the row ([w '
+                    '| h], pairs interleaved) while the model makes (row + '
+                    '1, column + 1) ids: the N-axis layer would take ids '
+                    "other than the model's own",
  'kimi_k25_vision': 'its rotary module interleaves the axes frequency by '
                     'frequency (w0, h0, w1, h1, ...): no N-axis layout',
  'mimi': 'its rotary module is a 1-D RoPE (over time or tokens) of a model '
-         'type the text reader verifies: read as that text model (the part of '
-         'a composite, or its own config)',
+         'type the text reader verifies: read as that text model (the part '
+         'of a composite, or its own config)',
  'minimax_m3_vl_vision': 'its rotary module rotates 3 axes of 2 * '
                          '((head_dim // 3) // 2) features and passes the '
                          'rest through: the N-axis layer rotates the whole '
@@ -508,7 +572,10 @@ REFUSED = {'deepseek_ocr2_vision': 'its encoder is a 1-D text decoder '
  'sam3_tracker_video': "its rotary module is the memory attention's, over "
                        'its own grid',
  'step3p5_vision': 'its rotary module puts the column before the row ([w | '
-                   "h]): ids in another order than the model's own"}
+                   'h], rotate_half) while the model makes (row, column) '
+                   'ids (get_vision_position_ids): the N-axis layer '
+                   'rotates axis i by the i-th block, so it would take ids '
+                   "other than the model's own"}
 
 NONE = ('aimv2_vision_model',
  'align_vision_model',

@@ -18,6 +18,12 @@ Qwen2-VL's vision tower) gives axis ``i`` its own ladder over
 ``axes_dim[i]``; `"strided"` (Pixtral's vision tower) makes one ladder
 ``theta ** (-2k / sum(axes_dim))`` and deals its rungs to the axes in turn
 (the row the even ones, the column the odd ones), equal axes only.
+
+What a frequency counts is `FREQUENCY_UNITS`: radians per unit of position
+(`"radians"`, RoFormer's ``p * w``) or turns (`"turns"`: DINOv3, whose
+angles are ``2 pi x / period`` at coordinates ``x`` in [-1, 1], periods
+``theta ** (2k / d_i)``): the engine takes turns exactly, so no rounded
+``2 pi`` enters the angle.
 """
 
 import numpy as np
@@ -68,12 +74,41 @@ def check_frequencies(value, axes_dim):
     return value
 
 
-def axis_turns(axes_dim, max_wavelength, frequencies="per_axis"):
+# What a frequency counts per unit of position (see the module docstring).
+FREQUENCY_UNITS = ("radians", "turns")
+
+
+def check_unit(value, axes_dim):
+    """`frequency_unit` as one of `FREQUENCY_UNITS`; `"turns"` needs `axes_dim`."""
+    value = _arguments.check_choice("frequency_unit", value, FREQUENCY_UNITS)
+    if axes_dim is None and value != "radians":
+        expected = "'radians' without `axes_dim` (turns are N-axis RoPE's option)"
+        raise _arguments.invalid("frequency_unit", expected, value)
+    return value
+
+
+def axis_turns(axes_dim, max_wavelength, frequencies="per_axis", unit="radians"):
     """Per axis, the turns per unit of position of its frequencies."""
+    in_turns = unit == "turns"
     if frequencies == "per_axis":
-        return [sinusoidal_turns(d, max_wavelength) for d in axes_dim]
-    ladder = sinusoidal_turns(sum(axes_dim), max_wavelength)
+        return [sinusoidal_turns(d, max_wavelength, 1, in_turns) for d in axes_dim]
+    ladder = sinusoidal_turns(sum(axes_dim), max_wavelength, 1, in_turns)
     return [ladder[axis :: len(axes_dim)] for axis in range(len(axes_dim))]
+
+
+def check_layout(value, axes_dim):
+    """``(layout, blocks)``: `layout` one of `LAYOUTS`, and the equal axes a
+    `"half_per_axis"` rotation splits the head into (1 for the others)."""
+    value = _arguments.check_choice("layout", value, LAYOUTS)
+    if value != "half_per_axis":
+        return value, 1
+    if axes_dim is None:
+        expected = "'half' or 'interleaved' without `axes_dim` (one axis)"
+        raise _arguments.invalid("layout", expected, value)
+    if len(set(axes_dim)) > 1:
+        expected = "equal axes with layout='half_per_axis' (one block each)"
+        raise _arguments.invalid("axes_dim", expected, list(axes_dim))
+    return value, len(axes_dim)
 
 
 def check_options(axes_dim, *, rope_scaling=None, inverse_frequencies=None, **others):
@@ -109,10 +144,13 @@ class AxesRows:
         axes_dim: tuple of even ints: the features of each axis.
         max_wavelength: float. The base `theta` of every axis.
         frequencies: one of `AXES_FREQUENCIES`.
+        unit: one of `FREQUENCY_UNITS`.
     """
 
-    def __init__(self, axes_dim, max_wavelength, frequencies="per_axis"):
-        turns = axis_turns(axes_dim, max_wavelength, frequencies)
+    def __init__(
+        self, axes_dim, max_wavelength, frequencies="per_axis", unit="radians"
+    ):
+        turns = axis_turns(axes_dim, max_wavelength, frequencies, unit)
         if max(max(t) for t in turns) > MAX_TURNS:
             expected = (
                 f"a base whose frequencies are at most {MAX_TURNS} turns per "
@@ -219,9 +257,9 @@ def _guarded(rows, checks):
 
 
 @kept.memoized(lambda rows: rows.nbytes)
-def axes_rows(axes_dim, max_wavelength, frequencies="per_axis"):
+def axes_rows(axes_dim, max_wavelength, frequencies="per_axis", unit="radians"):
     """The `AxesRows` of one option set (kept in the one budget)."""
-    return AxesRows(axes_dim, max_wavelength, frequencies)
+    return AxesRows(axes_dim, max_wavelength, frequencies, unit)
 
 
 def cos_sin(
@@ -233,17 +271,19 @@ def cos_sin(
     layout,
     given,
     frequencies="per_axis",
+    unit="radians",
 ):
     """`rotary_cos_sin` with `axes_dim` (`given`: `inverse_frequencies`)."""
     axes_dim = check_axes_dim(axes_dim)
     frequencies = check_frequencies(frequencies, axes_dim)
+    unit = check_unit(unit, axes_dim)
     check_options(axes_dim, rope_scaling=rope_scaling, inverse_frequencies=given)
     check_head_dim(dim, axes_dim)
-    layout = _arguments.check_choice("layout", layout, LAYOUTS)
+    layout, blocks = check_layout(layout, axes_dim)
     theta = _arguments.check_wavelength(max_wavelength)
-    rows = axes_rows(axes_dim, theta, frequencies)
+    rows = axes_rows(axes_dim, theta, frequencies, unit)
     table = rows.function_rows(positions)
-    return _rotation.cos_sin(table, dim, 1.0, layout, signed=False)
+    return _rotation.cos_sin(table, dim, 1.0, layout, False, blocks)
 
 
 def grid_ids(grid_shape, text_length, n_axes):
@@ -270,8 +310,23 @@ def grid_ids(grid_shape, text_length, n_axes):
     return ids
 
 
-def vision_ids(grid_thw, merge, include_temporal):
-    """int32 ``[sum(t*h*w), 2 or 3]``: transformers' `get_vision_position_ids`."""
+# What a vision tower's patch ids hold: integer (row, column) indices
+# (Qwen2-VL, Pixtral, ...), or the patch centres normalized to [-1, 1]
+# (DINOv3's `get_patches_center_coordinates`).
+COORDINATES = ("index", "normalized_centers")
+
+
+def _centers(index, size):
+    """float32 ``2 (i + 0.5) / size - 1``, as DINOv3 computes it in float32:
+    ``i + 0.5`` exact, one rounded division, ``2 c`` exact, one rounded
+    subtraction (numpy's float32 operations are IEEE's, as torch's)."""
+    halves = index.astype(np.float32) + np.float32(0.5)
+    return np.float32(2.0) * (halves / np.float32(size)) - np.float32(1.0)
+
+
+def vision_ids(grid_thw, merge, include_temporal, coordinates="index"):
+    """int32 ``[sum(t*h*w), 2 or 3]``: transformers' `get_vision_position_ids`
+    (float32 ``[..., 2]`` patch centres with `"normalized_centers"`)."""
     expected = "a non-empty list of (t, h, w) lists of positive integers"
     listed = isinstance(grid_thw, (list, tuple)) and 0 < len(grid_thw) <= 2**16
     if not listed or not all(
@@ -284,6 +339,11 @@ def vision_ids(grid_thw, merge, include_temporal):
     merge = _arguments.check_positive_int("spatial_merge_size", merge, 2**16)
     if not isinstance(include_temporal, bool):
         raise _arguments.invalid("include_temporal", "a bool", include_temporal)
+    coordinates = _arguments.check_choice("coordinates", coordinates, COORDINATES)
+    centers = coordinates == "normalized_centers"
+    if centers and include_temporal:
+        expected = "False with coordinates='normalized_centers' (spatial only)"
+        raise _arguments.invalid("include_temporal", expected, include_temporal)
     count = sum(int(t) * int(h) * int(w) for t, h, w in grid_thw)
     if count > _arguments.MAX_LENGTH:
         expected = f"at most {_arguments.MAX_LENGTH} patches in all"
@@ -299,9 +359,11 @@ def vision_ids(grid_thw, merge, include_temporal):
         shape = (h // merge, merge, w // merge, merge)
         rows = rows.reshape(shape).transpose(0, 2, 1, 3).reshape(-1)
         cols = cols.reshape(shape).transpose(0, 2, 1, 3).reshape(-1)
+        if centers:
+            rows, cols = _centers(rows, h), _centers(cols, w)
         spatial = np.stack([rows, cols], -1)
         ids = np.tile(spatial, (t, 1))
         if include_temporal:
             ids = np.concatenate([np.repeat(np.arange(t), h * w)[:, None], ids], -1)
         found.append(ids)
-    return np.concatenate(found).astype(np.int32)
+    return np.concatenate(found).astype(np.float32 if centers else np.int32)

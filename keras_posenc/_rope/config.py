@@ -26,7 +26,9 @@ from keras_posenc._rope.scalings import REGISTRY, ROPE_TYPES
 # Widest rotary dimension, as `depth`: the host-side constants take about
 # a second there (frequencies, then the engine's phase constants).
 MAX_ROTARY_DIM = _arguments.MAX_DEPTH
-LAYOUTS = ("half", "interleaved")
+# How features pair: rotate_half, (2i, 2i+1), or rotate_half within each
+# axis's own features (N-axis RoPE of equal axes: Gemma 4's vision tower).
+LAYOUTS = ("half", "interleaved", "half_per_axis")
 MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 # Most values in a list key (one per frequency): checked before the values.
 MAX_ENTRIES = MAX_ROTARY_DIM // 2

@@ -2,7 +2,9 @@
 
 The engine (`_exact.engine.rotary_encoder`) gives rows ``[sin | cos]`` of the
 angles ``p * w_i``; this module lays them out (`"half"`: ``[c | c]``,
-`"interleaved"`: ``[c0, c0, c1, c1, ...]``), folds in the attention factor
+`"interleaved"`: ``[c0, c0, c1, c1, ...]``, `"half_per_axis"` with `blocks`
+equal axes: ``[c_0 | c_0 | c_1 | c_1 ...]``, each axis rotate_half within its
+own features), folds in the attention factor
 and the rotation's sign, and rotates ``x * cos + swap(x) * sin`` (Su et
 al., "RoFormer", 2021, https://arxiv.org/abs/2104.09864). A full call and
 a decoding step run the same element-wise ops on the same table values, so
@@ -21,8 +23,21 @@ from keras_posenc._exact import kept
 from keras_posenc._exact.rows import ComputedRows, LookupTable
 
 
-def cos_sin(rows, dim, attention, layout, signed):
-    """cos and (with `signed`, the rotation's sign folded in) sin, ``[..., dim]``."""
+def _per_block(a, b, blocks):
+    """``[a_0, b_0, a_1, b_1, ...]``: `a` and `b` cut into `blocks` equal
+    parts, each part of `a` followed by the same part of `b`."""
+    shape = ops.shape(a)
+    parts = (*shape[:-1], blocks, shape[-1] // blocks)
+    pair = ops.stack([_backend.reshape(a, parts), _backend.reshape(b, parts)], -2)
+    return _backend.reshape(pair, (*shape[:-1], 2 * shape[-1]))
+
+
+def cos_sin(rows, dim, attention, layout, signed, blocks=1):
+    """cos and (with `signed`, the rotation's sign folded in) sin, ``[..., dim]``.
+
+    `blocks`: the equal axes of `"half_per_axis"` (the rows hold each axis's
+    frequencies in turn).
+    """
     n = dim // 2
     sin, cos = rows[..., :n], rows[..., n:]
     if attention != 1.0:
@@ -30,6 +45,8 @@ def cos_sin(rows, dim, attention, layout, signed):
     first = -sin if signed else sin
     if layout == "half":
         return ops.concatenate([cos, cos], -1), ops.concatenate([first, sin], -1)
+    if layout == "half_per_axis":
+        return _per_block(cos, cos, blocks), _per_block(first, sin, blocks)
     shape = (*ops.shape(rows)[:-1], dim)
     pairs = (ops.stack([cos, cos], -1), ops.stack([first, sin], -1))
     return tuple(_backend.reshape(t, shape) for t in pairs)
@@ -48,8 +65,9 @@ def by_section(tables, channel_rows):
     return out
 
 
-def _swap(x, dim, layout):
-    """Halves, or (2i, 2i+1) pairs, swapped: data movement only.
+def _swap(x, dim, layout, blocks=1):
+    """Halves (of each of `blocks` equal parts with `"half_per_axis"`), or
+    (2i, 2i+1) pairs, swapped: data movement only.
 
     One reverse of a size-2 axis: one pass in TF graphs (two slices and a
     concatenation cost 1.5x the whole floor's time there), fused by XLA,
@@ -60,11 +78,14 @@ def _swap(x, dim, layout):
     if layout == "half":
         pairs = _backend.reshape(x, (*shape[:-1], 2, n))
         return _backend.reshape(ops.flip(pairs, axis=-2), shape)
+    if layout == "half_per_axis":
+        pairs = _backend.reshape(x, (*shape[:-1], blocks, 2, n // blocks))
+        return _backend.reshape(ops.flip(pairs, axis=-2), shape)
     pairs = _backend.reshape(x, (*shape[:-1], n, 2))
     return _backend.reshape(ops.flip(pairs, axis=-1), shape)
 
 
-def rotate(x, cos, sin, layout, dim, features):
+def rotate(x, cos, sin, layout, dim, features, blocks=1):
     """``x * cos + swap(x) * sin`` on the first `dim` of `features` features.
 
     `sin` carries the rotation's sign. The one rotation of the package:
@@ -77,7 +98,7 @@ def rotate(x, cos, sin, layout, dim, features):
     rotated = x[..., :dim] if dim < features else x
     if dtype != work:
         rotated = ops.cast(rotated, work)
-    out = rotated * cos + _swap(rotated, dim, layout) * sin
+    out = rotated * cos + _swap(rotated, dim, layout, blocks) * sin
     if dtype != work:
         out = ops.cast(out, dtype)
     if dim < features:
@@ -100,7 +121,7 @@ def _broadcast(tables, dim, seq, rank, batched):
     return tuple(_backend.reshape(t, shape) for t in tables)
 
 
-def _rotation(attention, layout, seq, rank, dim, features, batched, from_table):
+def _rotation(attention, layout, blocks, seq, rank, dim, features, batched, from_table):
     """`rotate` at the call's positions, compiled once for eager callers.
 
     `from_table`: the second argument is a lookup table's ``[cos | signed
@@ -116,10 +137,10 @@ def _rotation(attention, layout, seq, rank, dim, features, batched, from_table):
             )
         else:
             tables = _platform.computed_once(
-                lambda rows: cos_sin(rows, dim, attention, layout, True), rows
+                lambda rows: cos_sin(rows, dim, attention, layout, True, blocks), rows
             )
         cos, sin = _broadcast(tables, dim, seq, rank, batched)
-        return rotate(x, cos, sin, layout, dim, features)
+        return rotate(x, cos, sin, layout, dim, features, blocks)
 
     compiled = _backend.compile_function(rotate_rows)
     if _backend.NAME != "jax":
@@ -234,14 +255,16 @@ class LayerRotation:
 
     Args:
         config: a `RopeConfig`.
-        layout: `"half"` or `"interleaved"`.
+        layout: `"half"`, `"interleaved"` or `"half_per_axis"` (N-axis
+            RoPE only: computed tables, no lookup table nor steps).
         max_length: int or `None`. Rows of the lookup table (lookup mode).
         extend: bool. Whether positions outside the table are computed
             (else refused, as in `_exact.rows.LookupTable`).
+        blocks: int. The equal axes of `"half_per_axis"`.
     """
 
-    def __init__(self, config, layout, max_length=None, extend=False):
-        self.config, self.layout = config, layout
+    def __init__(self, config, layout, max_length=None, extend=False, blocks=1):
+        self.config, self.layout, self.blocks = config, layout, blocks
         self.max_length, self.extend = max_length, extend
         self.table = None  # a `_exact.rows.LookupTable` of `table_columns` (lookup)
         self.table_dim = None
@@ -299,11 +322,13 @@ class LayerRotation:
         if _backend.NAME == "torch":
             # A plain function there: nothing to keep, and a dict that a
             # compiled call adds to would fail its own guards next time.
-            return _rotation(self.config.attention_factor, self.layout, *key)
+            return _rotation(
+                self.config.attention_factor, self.layout, self.blocks, *key
+            )
         rotation = self._rotations.get(key)
         if rotation is None:
-            attention = self.config.attention_factor
-            rotation = self._rotations[key] = _rotation(attention, self.layout, *key)
+            options = (self.config.attention_factor, self.layout, self.blocks)
+            rotation = self._rotations[key] = _rotation(*options, *key)
         return rotation
 
     def step_rotation(self, dim, features):

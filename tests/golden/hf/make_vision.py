@@ -29,6 +29,12 @@ Writes:
   (`apply_rotary_pos_emb_vision` or the model's `apply_rotary_pos_emb`);
   the resolved head dim and base (the float64 recomputation in the tests
   uses them); and `get_vision_position_ids` of several `grid_thw`.
+
+DINOv3 (`dinov3_vit`, whose module `DINOv3ViTRopePositionEmbedding` is no
+`...Rotary...` class and rotates by patch centres in [-1, 1]) is checked
+and written apart (`_dinov3`): its module in eval mode against its rule,
+its own `apply_rotary_pos_emb` after its class and register tokens, and
+`get_patches_center_coordinates` of several grids (`coordinates.HxW`).
 """
 
 import importlib
@@ -52,21 +58,20 @@ PART_KEYS = {"vision": ("vision",), "audio": ("audio",)}
 
 # Why a part with a rotary module is not read: each from its modeling code.
 WHY = {
-    "gemma4_vision": (
-        "its rotary module lays the axes out [h, h, w, w] (each axis rotates "
-        "its own half of the head with rotate_half): no N-axis layout"
-    ),
-    "gemma4_unified_vision": "its rotary module lays the axes out [h, h, w, w]",
     "kimi_k25_vision": (
         "its rotary module interleaves the axes frequency by frequency "
         "(w0, h0, w1, h1, ...): no N-axis layout"
     ),
     "step3p5_vision": (
-        "its rotary module puts the column before the row ([w | h]): ids in "
-        "another order than the model's own"
+        "its rotary module puts the column before the row ([w | h], "
+        "rotate_half) while the model makes (row, column) ids "
+        "(get_vision_position_ids): the N-axis layer rotates axis i by the "
+        "i-th block, so it would take ids other than the model's own"
     ),
     "inkling2_vision": (
-        "its rotary module puts the column before the row, pairs interleaved"
+        "its rotary module puts the column before the row ([w | h], pairs "
+        "interleaved) while the model makes (row + 1, column + 1) ids: the "
+        "N-axis layer would take ids other than the model's own"
     ),
     "minimax_m3_vl_vision": (
         "its rotary module rotates 3 axes of 2 * ((head_dim // 3) // 2) "
@@ -205,12 +210,46 @@ def _strided(ids, d, theta):
     return np.concatenate([angles, angles], -1)
 
 
-RULES = {"per_axis": _per_axis, "strided": _strided}
+def _per_axis_blocks(ids, d, theta):
+    """Gemma 4's rule: each axis theta ** (-2k / (d/2)), each axis twice
+    in its own half of the head, [h, h, w, w] (rotate_half per axis)."""
+    half = d // 2
+    w = theta ** (-np.arange(0, half, 2, dtype=np.float64) / half)
+    return np.concatenate([ids[:, a, None] * w for a in range(2) for _ in "hh"], -1)
 
 
-def _probe(module, ids):
+RULES = {
+    "per_axis": _per_axis,
+    "strided": _strided,
+    "per_axis_blocks": _per_axis_blocks,
+}
+# Modules that take ids [batch, N, 2] and rotate with their own function
+# (Gemma 4's `apply_multidimensional_rope`: rotate_half per axis).
+BATCHED = {"per_axis_blocks": "apply_multidimensional_rope"}
+
+
+def _per_axis_turns(coords, d, theta):
+    """DINOv3's rule: periods theta ** (2k / (d/2)), angles 2 pi x / period
+    at coordinates in [-1, 1], [y | x], twice."""
+    return 2 * np.pi * _per_axis(coords, d, theta)
+
+
+# DINOv3: its module (`DINOv3ViTRopePositionEmbedding`, no `...Rotary...`
+# class) rotates the patches of the image it is given by their centres;
+# the class and register tokens before them are left as they are. A small
+# grid, and the grids whose coordinates are compared bit for bit.
+DINOV3_GRID = (3, 5)
+DINOV3_COORDINATE_GRIDS = ((3, 5), (14, 14), (7, 11), (1, 1), (37, 23))
+# The keys a vision module reads its base from: its config's standardized
+# `rope_parameters` (a raw `rope_scaling` or top-level `rope_theta` too),
+# but DINOv3's reads the field `rope_theta` alone.
+THETA_KEYS = ["rope_parameters", "rope_scaling", "rope_theta"]
+
+
+def _probe(module, ids, batched=False):
     x = torch.zeros(1, dtype=torch.float32)
-    cos, sin = module(x, torch.tensor(ids))
+    ids = torch.tensor(ids)
+    cos, sin = module(x, ids[None] if batched else ids)
     return cos.double().numpy().reshape(len(ids), -1), sin.double().numpy().reshape(
         len(ids), -1
     )
@@ -252,14 +291,105 @@ def _classify(config, module_class):
     ids = rng.integers(0, 40, size=(24, 2))
     cos, sin = _probe(module, ids)
     for name, rule in RULES.items():
-        angles = rule(ids.astype(np.float64), d, theta)
-        if (
-            angles.shape == cos.shape
-            and np.allclose(np.cos(angles), cos, atol=2e-5)
-            and np.allclose(np.sin(angles), sin, atol=2e-5)
-        ):
+        if name not in BATCHED and _follows(rule, ids, d, theta, cos, sin):
+            return name
+    # Gemma 4's module takes ids [batch, N, 2] (its processor's); a 1-D
+    # module given two ids a token would look [h, h, w, w] too: axial only.
+    if config.rope_parameters.get("rope_type") != "axial":
+        return None
+    try:
+        cos, sin = _probe(module, ids, batched=True)
+    except Exception:
+        return None
+    for name in BATCHED:
+        if _follows(RULES[name], ids, d, theta, cos, sin):
             return name
     return None
+
+
+def _follows(rule, ids, d, theta, cos, sin):
+    """Whether the module's cos and sin are `rule`'s at `ids`."""
+    angles = rule(ids.astype(np.float64), d, theta)
+    return (
+        angles.shape == cos.shape
+        and np.allclose(np.cos(angles), cos, atol=2e-5)
+        and np.allclose(np.sin(angles), sin, atol=2e-5)
+    )
+
+
+def _dinov3(rng):
+    """DINOv3's row of `READ`, its cases and arrays: the model's own module
+    (eval) and `apply_rotary_pos_emb` on a small grid after its class and
+    register tokens, whose ids are (0, 0) here (angle 0: unrotated)."""
+    from transformers.models.dinov3_vit import modeling_dinov3_vit as modeling
+
+    config_class = transformers.DINOv3ViTConfig
+    variants = {
+        "default": {},
+        "variant": {
+            "num_attention_heads": 12,
+            "rope_theta": 500.0,
+            "num_register_tokens": 2,
+        },
+    }
+    cases, arrays = [], {}
+    h, w = DINOV3_GRID
+    for variant, raw in variants.items():
+        config = config_class(**raw)
+        module = modeling.DINOv3ViTRopePositionEmbedding(config).eval()
+        size = config.patch_size
+        cos, sin = module(torch.zeros(1, 3, h * size, w * size))
+        d = config.hidden_size // config.num_attention_heads
+        coords = modeling.get_patches_center_coordinates(h, w, torch.float32, "cpu")
+        angles = _per_axis_turns(coords.double().numpy(), d, config.rope_theta)
+        if not (
+            np.allclose(np.cos(angles), cos.double().numpy(), atol=2e-5)
+            and np.allclose(np.sin(angles), sin.double().numpy(), atol=2e-5)
+        ):
+            raise ValueError(f"DINOv3's module left its rule ({variant})")
+        prefix = 1 + config.num_register_tokens
+        q = rng.uniform(-1, 1, (1, 1, prefix + h * w, d)).astype(np.float32)
+        q = torch.tensor(q)
+        rotated, _ = modeling.apply_rotary_pos_emb(q, q, cos, sin)
+        ids = np.concatenate([np.zeros((prefix, 2), np.float32), coords.numpy()])
+        name = f"dinov3_vit.{variant}"
+        arrays[f"{name}.q"] = q[0, 0, :, None].numpy()
+        arrays[f"{name}.rotated"] = rotated[0, 0, :, None].numpy()
+        arrays[f"{name}.ids"] = ids
+        cases.append(
+            {
+                "name": name,
+                "part": "vision",
+                "model_type": "dinov3_vit",
+                "config": {"model_type": "dinov3_vit", **raw},
+                "rule": "per_axis_turns",
+                "head_dim": d,
+                "rope_theta": config.rope_theta,
+                "grid_thw": [[1, h, w]],
+                "spatial_merge_size": 1,
+                "prefix_tokens": prefix,
+            }
+        )
+    for h, w in DINOV3_COORDINATE_GRIDS:
+        coords = modeling.get_patches_center_coordinates(h, w, torch.float32, "cpu")
+        arrays[f"coordinates.{h}x{w}"] = coords.numpy()
+    config = config_class()
+    row = {
+        "part": "vision",
+        "rule": "per_axis_turns",
+        "width": "hidden_size",
+        "defaults": {
+            "hidden_size": config.hidden_size,
+            "num_attention_heads": config.num_attention_heads,
+            "head_dim": None,
+            "rope_theta": config.rope_theta,
+        },
+        # Its module reads hidden_size // num_attention_heads only.
+        "reads_head_dim": False,
+        "theta_keys": ["rope_theta"],
+        "aliases": [],
+    }
+    return row, cases, arrays
 
 
 def _table_golden(config, module_class, modeling, rng, d):
@@ -301,6 +431,13 @@ def _make(config_class, tries):
         except Exception:
             continue
     raise ValueError("no variant")
+
+
+def gemma4_ids(h, w):
+    """Gemma 4's ids, as its image processor makes them: (column, row),
+    row-major (`torch.meshgrid(arange(w), arange(h), indexing="xy")`)."""
+    grid = torch.meshgrid(torch.arange(w), torch.arange(h), indexing="xy")
+    return torch.stack(grid, -1).reshape(h * w, 2)
 
 
 def _rotate(modeling, q, cos, sin):
@@ -406,6 +543,16 @@ def main():
             if rule == "per_axis_interleaved":  # Llama 4: its fixed grid
                 ids, q, rotated = _table_golden(made, module_class, modeling, rng, d)
                 grid, merge = None, None
+            elif rule in BATCHED:  # Gemma 4: its processor's ids, batched
+                ids = gemma4_ids(4, 6)
+                cos, sin = module_class(made)(torch.zeros(1), ids[None])
+                # Its own generator: the others' goldens keep their draws.
+                own_rng = np.random.default_rng((49, len(cases)))
+                q = own_rng.uniform(-1, 1, (len(ids), 1, d)).astype(np.float32)
+                q = torch.tensor(q)
+                apply = getattr(modeling, BATCHED[rule])
+                rotated = apply(q[None], cos, sin, ids[None])[0]
+                ids, grid, merge = ids.numpy(), None, None
             else:
                 ids = vision_utils.get_vision_position_ids(torch.tensor(grid), merge)
                 module = module_class(made)
@@ -448,6 +595,7 @@ def main():
             },
             # Llama 4's table reads hidden_size // num_attention_heads only.
             "reads_head_dim": rule != "per_axis_interleaved",
+            "theta_keys": THETA_KEYS,
             "aliases": sorted(
                 [raw, key]
                 for raw, key in (
@@ -456,6 +604,9 @@ def main():
                 if key in ("num_attention_heads", "head_dim", width)
             ),
         }
+    read["dinov3_vit"], dinov3_cases, dinov3_arrays = _dinov3(rng)
+    cases += dinov3_cases
+    arrays.update(dinov3_arrays)
     # Composite cases: a wrapper whose default part is read.
     for model_type, found in sorted(parts.items()):
         for part, (path, part_type, _) in found.items():
