@@ -145,7 +145,7 @@ def _parts_lines():
         "type is read when its own transformers rotary module, on its defaults "
         "and a variant, follows one rule of the N-axis engine "
         "(`tests/golden/hf/make_vision.py`, generating "
-        "`keras_posenc/_hf/vision_types.py`).",
+        "`keras_posenc/_hf/vision_types.json`).",
         "",
         f"### Read ({len(VISION_READ)})",
         "",
