@@ -243,6 +243,32 @@ def write_section(module, backend, section, args, suffix=""):
     return {backend: section}
 
 
+def child_json(module, arguments, backend, environment=None):
+    """`benchmarks.<module>.child(*arguments)` run in a fresh Python process
+    on `backend` (a process's memory measured from its start), returning
+    what it printed as JSON on its last line. `environment`: variables to
+    set, or to remove where the value is None."""
+    code = (
+        f"import json; from benchmarks.{module} import child; "
+        f"print(json.dumps(child(*{list(arguments)!r})))"
+    )
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
+    for name, value in (environment or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run_backends(module, argv, backends=BACKENDS):
     """Runs ``python -m benchmarks.<module>`` once per backend, in subprocesses.
 

@@ -24,11 +24,7 @@ The goal (issue 47): untrimmed growth at most 2x keras-hub's.
 """
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 
 from benchmarks import _common
 
@@ -126,20 +122,7 @@ def child(variant, configs, shape="simple"):
 
 
 def _run_child(variant, configs, shape):
-    code = (
-        "import json; from benchmarks.config_memory import child; "
-        f"print(json.dumps(child({variant!r}, {configs}, {shape!r})))"
-    )
-    env = dict(os.environ, KERAS_BACKEND="torch", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=_common.ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _common.child_json("config_memory", [variant, configs, shape], "torch")
 
 
 def main(argv=None):

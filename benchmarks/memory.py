@@ -25,10 +25,7 @@ keras-hub's.
 """
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 
 from benchmarks import _common
@@ -87,23 +84,8 @@ def child(variant, depth, lengths):
 
 
 def _run_child(variant, depth, lengths, one_arena=False):
-    code = (
-        "import json, sys; from benchmarks.memory import child; "
-        f"print(json.dumps(child({variant!r}, {depth}, {list(lengths)!r})))"
-    )
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("MALLOC_ARENA_MAX", None)
-    if one_arena:
-        env["MALLOC_ARENA_MAX"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=_common.ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    arena = {"MALLOC_ARENA_MAX": "1" if one_arena else None}
+    return _common.child_json("memory", [variant, depth, list(lengths)], "jax", arena)
 
 
 def _steps(result):

@@ -477,28 +477,46 @@ def test_turns_cos_sin_is_2_pi_times_the_radians_angles_in_float64():
     assert np.max(np.abs(to_numpy(sin) - np.sin(angles))) < 2e-7
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        (
-            {"frequency_unit": "turns"},
-            r"`frequency_unit`, expected 'radians' without `axes_dim`.*"
-            r"Received: frequency_unit='turns'",
-        ),
-        (
-            {"axes_dim": (16, 16), "frequency_unit": "degrees"},
-            r"`frequency_unit`, expected one of \('radians', 'turns'\)",
-        ),
-    ],
-)
-def test_bad_frequency_units_are_refused(kwargs, match):
+# The N-axis options (DINOv3's turns, Gemma 4's per-axis halves) outside
+# N-axis RoPE, or with axes they do not fit.
+NAXIS_OPTION_ERRORS = [
+    (
+        {"frequency_unit": "turns"},
+        r"`frequency_unit`, expected 'radians' without `axes_dim`.*"
+        r"Received: frequency_unit='turns'",
+    ),
+    (
+        {"axes_dim": (16, 16), "frequency_unit": "degrees"},
+        r"`frequency_unit`, expected one of \('radians', 'turns'\)",
+    ),
+    (
+        {"layout": "half_per_axis"},
+        r"`layout`, expected 'half' or 'interleaved' without `axes_dim` "
+        r"\(one axis\). Received: layout='half_per_axis'",
+    ),
+    (
+        {"axes_dim": (16, 32), "layout": "half_per_axis"},
+        r"`axes_dim`, expected equal axes with layout='half_per_axis'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), NAXIS_OPTION_ERRORS)
+def test_bad_n_axis_options_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RotaryEmbedding(**kwargs)
 
 
-def test_rotary_cos_sin_refuses_turns_without_axes():
-    with pytest.raises(ValueError, match=r"`frequency_unit`, expected 'radians'"):
-        keras_posenc.rotary_cos_sin(np.arange(4), 8, frequency_unit="turns")
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"frequency_unit": "turns"}, r"`frequency_unit`, expected 'radians'"),
+        ({"layout": "half_per_axis"}, r"`layout`, expected 'half' or 'interl"),
+    ],
+)
+def test_rotary_cos_sin_refuses_n_axis_options_without_axes(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        keras_posenc.rotary_cos_sin(np.arange(4), 8, **kwargs)
 
 
 def test_text_refusal_of_a_type_with_a_read_vision_tower_names_part_vision():
@@ -588,30 +606,6 @@ def test_half_per_axis_rotates_three_axes_each_within_its_block():
     angles = np.concatenate([ids[..., a, None] * w for a in range(3) for _ in "xx"], -1)
     want = _rotate64(q, angles, blocks=3)
     assert np.max(np.abs(to_numpy(layer(q, positions=ids)) - want)) < 4e-7
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "match"),
-    [
-        (
-            {"layout": "half_per_axis"},
-            r"`layout`, expected 'half' or 'interleaved' without `axes_dim` "
-            r"\(one axis\). Received: layout='half_per_axis'",
-        ),
-        (
-            {"axes_dim": (16, 32), "layout": "half_per_axis"},
-            r"`axes_dim`, expected equal axes with layout='half_per_axis'",
-        ),
-    ],
-)
-def test_bad_half_per_axis_layouts_are_refused(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        RotaryEmbedding(**kwargs)
-
-
-def test_rotary_cos_sin_refuses_half_per_axis_without_axes():
-    with pytest.raises(ValueError, match=r"`layout`, expected 'half' or 'interl"):
-        keras_posenc.rotary_cos_sin(np.arange(4), 8, layout="half_per_axis")
 
 
 def test_apply_rotary_refuses_half_per_axis_naming_how():
