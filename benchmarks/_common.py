@@ -243,6 +243,27 @@ def write_section(module, backend, section, args, suffix=""):
     return {backend: section}
 
 
+def rss_mib(trim=True):
+    """This process's resident memory, MiB, after a garbage collection and,
+    with `trim`, after glibc gives back the freed heap it holds (freed
+    buffers would otherwise count, differently each run; not glibc: the
+    reading keeps what the heap holds)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    if trim:
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            pass
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
 def child_json(module, arguments, backend, environment=None):
     """`benchmarks.<module>.child(*arguments)` run in a fresh Python process
     on `backend` (a process's memory measured from its start), returning

@@ -52,23 +52,6 @@ _SCALINGS = (
 )
 
 
-def _rss_mib(trim):
-    import ctypes
-    import gc
-
-    gc.collect()
-    if trim:
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except OSError:
-            pass
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 def configurations(shape, count):
     """``(arguments, length, heads, dim)`` of each of `count` layers."""
     for i in range(count):
@@ -105,19 +88,19 @@ def child(variant, configs, shape="simple"):
     warm = {"max_wavelength": 9999.0}
     for _, length, heads, dim in configurations(shape, 15):
         _use(make, warm, length, heads, dim)
-    before = _rss_mib(False)
+    before = _common.rss_mib(False)
     for config in configurations(shape, configs):
         _use(make, *config)
-    grown = _rss_mib(False) - before
-    trimmed = _rss_mib(True) - before
+    grown = _common.rss_mib(False) - before
+    trimmed = _common.rss_mib(True) - before
     info = keras_posenc.cache_info()
     keras_posenc.clear_cache()  # what a user can do (nothing to keras-hub's)
     return {
         "untrimmed_MiB": grown,
         "trimmed_MiB": trimmed,
         "cache_MiB": info.nbytes / 2**20,
-        "cleared_MiB": _rss_mib(False) - before,
-        "cleared_trimmed_MiB": _rss_mib(True) - before,
+        "cleared_MiB": _common.rss_mib(False) - before,
+        "cleared_trimmed_MiB": _common.rss_mib(True) - before,
     }
 
 

@@ -36,24 +36,6 @@ LENGTHS = (500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500)
 GOAL = 1.5
 
 
-def _rss_mib():
-    """Resident memory, MiB, after glibc gives back the freed heap it holds
-    (freed output buffers would otherwise count, differently each run)."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:  # not glibc: the reading keeps what the heap holds
-        pass
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 def child(variant, depth, lengths):
     """Runs in a fresh JAX process: RSS after each new length, MiB."""
     import keras
@@ -75,11 +57,11 @@ def child(variant, depth, lengths):
         outputs = keras_posenc.SinusoidalPositionEncoding()(inputs)
     model = keras.Model(inputs, outputs)
     model.predict(np.zeros((1, 64, depth), "float32"), verbose=0)  # warm
-    before = _rss_mib()
+    before = _common.rss_mib()
     after = []
     for length in lengths:
         model.predict(np.zeros((1, length, depth), "float32"), verbose=0)
-        after.append(_rss_mib())
+        after.append(_common.rss_mib())
     return {"before_MiB": before, "after_MiB": after}
 
 
