@@ -550,6 +550,15 @@ def take_rows(table, indices):
     return ops.take(table, indices, axis=0)
 
 
+def has_distinct(x):
+    """Whether `distinct` can run on `x`: eager TensorFlow, or a torch tensor
+    with values (not traced, not on the `meta` device Keras's symbolic calls
+    use)."""
+    if NAME == "jax" or is_traced(x):
+        return False
+    return NAME == "tensorflow" or x.device.type != "meta"
+
+
 def distinct(x):
     """``(values, index)`` of a 1-D tensor: its distinct values and, for each
     element, the index of its value (``values[index] == x``). TensorFlow

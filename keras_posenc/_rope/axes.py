@@ -206,7 +206,7 @@ class AxesRows:
             # valid ids), so that a few compilations serve every size.
             padded = ops.pad(flat, [(0, length_bucket(count) - count), (0, 0)])
             rows = self._rows(padded)[:count]
-        elif _backend.NAME != "jax" and not _backend.is_traced(flat):
+        elif _backend.has_distinct(flat):
             rows = self._distinct_rows(flat)
         else:
             rows = self._rows(flat)
