@@ -42,6 +42,7 @@ layer's kept axis rows, are in the one budget like the others.
 """
 
 from keras_posenc._checks import arguments as _arguments
+from keras_posenc._exact.engine import clear_shared
 from keras_posenc._exact.kept import (
     BUDGET_VARIABLE,
     DEFAULT_BUDGET,
@@ -90,6 +91,7 @@ def clear_cache() -> None:
     0
     """
     STORE.clear()
+    clear_shared()
 
 
 def set_cache_budget(nbytes: int) -> int:

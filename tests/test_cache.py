@@ -619,3 +619,13 @@ def test_a_process_keeps_no_memory_for_configurations_after_clear_cache():
         assert held - after >= counted / 2, (start, held, after, counted)
     start, held, after, counted = min(runs, key=lambda r: r[2] - r[0])
     assert after - start < 128 * count / 64 + 16, runs
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch keeps shared engine tensors")
+def test_clear_cache_frees_the_engines_shared_tensors():
+    from keras_posenc._exact import engine
+
+    keras_posenc.rotary_cos_sin(np.arange(8), 16)
+    assert engine._SHARED_TENSORS  # made once per device, shared by engines
+    keras_posenc.clear_cache()
+    assert not engine._SHARED_TENSORS

@@ -133,6 +133,12 @@ _COS_FIRST_OFFSETS = np.ascontiguousarray(_PAIR_OFFSETS[::-1])
 _SHARED_TENSORS: dict = {}
 
 
+def clear_shared():
+    """Forgets the shared constants of `_shared_tensors` (about 6 KiB a
+    device, too small for the budget to count; `clear_cache` frees them)."""
+    _SHARED_TENSORS.clear()
+
+
 def _shared_tensors(device, cos_first):
     """The fields of `EngineConstants` that every configuration shares, as
     tensors on `device` (torch; in `eager_scope`), made once per device:
