@@ -6,7 +6,8 @@
 
 The first form computes a fixed set of tables with the public functions
 (integer and fractional positions, large positions, timesteps, grids with
-interpolated positions, FLUX's N-axis RoPE ids, ALiBi biases) on the
+interpolated positions, RoPE at long positions, FLUX's N-axis RoPE ids,
+ALiBi biases) on the
 backend's default device (`--device cpu` hides a GPU first) and saves them
 with their max error against the float64 formula (absolute, relative
 where the value exceeds 1). The second prints, for
@@ -76,6 +77,10 @@ def references():
         flux_angles.append(ids[:, axis : axis + 1].astype("f8") * inverse)
     flux = np.concatenate(flux_angles, -1)
 
+    # Llama-style RoPE at long positions: head dim 128, base 500000.
+    rope_positions = np.array([0, 1, 7, 1000, 65_535, 131_071, 1_000_003, 2**20])
+    rope_angles = rope_positions[:, None] * 500000.0 ** (-np.arange(0, 128, 2) / 128)
+
     # Causal form: slope * (key - query), future keys too (masked later).
     heads, queries, keys = 12, 4, 4096
     slopes = 2.0 ** (-8.0 * np.arange(1, 9) / 8)
@@ -86,6 +91,10 @@ def references():
         "sinusoidal_table": (positions, sinusoid),
         "timestep_embedding": (timesteps, timestep),
         "grid_sincos_table": ((grid_h, grid_w), grid),
+        "rotary_cos_sin": (
+            rope_positions,
+            np.concatenate([np.cos(rope_angles), np.sin(rope_angles)], -1),
+        ),
         "rotary_cos_sin_flux": (ids, np.concatenate([np.cos(flux), np.sin(flux)], -1)),
         "alibi_bias": ((heads, queries, keys), alibi),
     }
@@ -111,6 +120,12 @@ def compute():
     out["grid_sincos_table"] = keras_posenc.grid_sincos_table(
         grid_shape, 64, base_size=16, interpolation_scale=1.5
     )
+    rope_positions, _ = refs["rotary_cos_sin"]
+    cos, sin = keras_posenc.rotary_cos_sin(
+        tensor(rope_positions), 128, max_wavelength=500000.0
+    )
+    # half layout: each angle in both halves; keep the first.
+    out["rotary_cos_sin"] = ops.concatenate([cos[:, :64], sin[:, :64]], -1)
     ids, _ = refs["rotary_cos_sin_flux"]
     cos, sin = keras_posenc.rotary_cos_sin(
         tensor(ids[None]), 128, axes_dim=(16, 56, 56), layout="interleaved"

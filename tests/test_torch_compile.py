@@ -245,3 +245,32 @@ def test_new_families_trace_as_one_graph(family):
     assert explained.graph_break_count == 0, explained.break_reasons
     compiled = torch.compile(call, fullgraph=True)(*args)
     assert_eager_bits(compiled, eager)
+
+
+def test_on_cuda_emulated_casts_give_eager_bits_for_n_axis_rope():
+    # On CUDA, Inductor's Triton kernels contract a multiply and an add into
+    # one FMA, which rounds once where eager's two kernels round twice: the
+    # N-axis engine's bits differ (issue 52; benchmarks/compile_bits.py).
+    # `emulate_precision_casts` turns that contraction off (torch 2.10+).
+    import keras
+    import torch
+
+    if keras.backend.backend() != "torch" or not torch.cuda.is_available():
+        pytest.skip("CUDA only: on a CPU compiled kernels give eager's bits already")
+    import torch._inductor.config as inductor
+
+    layer = keras_posenc.RotaryEmbedding(axes_dim=(16, 56, 56))
+    ids = torch.stack(
+        [
+            torch.zeros(300),
+            torch.arange(300) // 20 + 0.5,
+            torch.arange(300) % 20 * 1.25,
+        ],
+        -1,
+    )
+    q = torch.randn(1, 300, 2, 128, generator=torch.Generator().manual_seed(2))
+    eager = layer(q, positions=ids)
+    torch._dynamo.reset()
+    with inductor.patch(emulate_precision_casts=True):
+        compiled = torch.compile(lambda q, i: layer(q, positions=i))(q, ids)
+    assert torch.equal(compiled.view(torch.int32), eager.view(torch.int32))
