@@ -260,11 +260,11 @@ def test_bias_added_in_slices_passes_the_gradient_to_the_scores(monkeypatch):
     monkeypatch.setattr(keras_posenc._backend, "_WHOLE_SLICES", 0)
     scores = torch.zeros((2, 4, 6, 6), requires_grad=True)
     weights = torch.arange(scores.numel(), dtype=torch.float32).reshape(scores.shape)
-    out = AlibiBias()(scores)
-    (out * weights).sum().backward()
-    np.testing.assert_array_equal(scores.grad.numpy(), weights.numpy())
+    out = AlibiBias()(scores)  # on Keras's device (a GPU's, where there is one)
+    (out * weights.to(out.device)).sum().backward()
+    np.testing.assert_array_equal(to_numpy(scores.grad), to_numpy(weights))
     np.testing.assert_array_equal(
-        out.detach().numpy(), to_numpy(alibi_bias(4, 6)) + np.zeros((2, 1, 1, 1))
+        to_numpy(out.detach()), to_numpy(alibi_bias(4, 6)) + np.zeros((2, 1, 1, 1))
     )
 
 
@@ -281,9 +281,9 @@ def test_bias_added_in_slices_under_torch_func_vmap_and_grad(monkeypatch, axis):
     scores = torch.randn(3, 2, 4, 5, 6, generator=torch.Generator().manual_seed(0))
     want = scores.numpy() + to_numpy(alibi_bias(4, 5, 6))
     mapped = torch.func.vmap(layer, in_dims=axis)(scores.movedim(0, axis))
-    np.testing.assert_array_equal(mapped.numpy(), want)
+    np.testing.assert_array_equal(to_numpy(mapped), want)
     grads = torch.func.vmap(torch.func.grad(lambda s: (layer(s) ** 2).sum()))(scores)
-    np.testing.assert_allclose(grads.numpy(), 2 * want, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(grads), 2 * want, rtol=1e-6)
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch forward mode and tracing")
@@ -299,13 +299,13 @@ def test_bias_added_in_slices_under_jvp_hessian_and_jit_trace(monkeypatch):
     want = scores.numpy() + to_numpy(alibi_bias(3, 4, 5))
     tangent = torch.ones_like(scores)
     out, out_tangent = torch.func.jvp(layer, (scores,), (tangent,))
-    np.testing.assert_array_equal(out.numpy(), want)
-    np.testing.assert_array_equal(out_tangent.numpy(), tangent.numpy())
+    np.testing.assert_array_equal(to_numpy(out), want)
+    np.testing.assert_array_equal(to_numpy(out_tangent), to_numpy(tangent))
     hessian = torch.func.hessian(lambda s: (layer(s) ** 2).sum())(scores[:1, :1])
     eye = 2 * np.eye(20).reshape(1, 1, 4, 5, 1, 1, 4, 5)
-    np.testing.assert_array_equal(hessian.numpy(), eye)
+    np.testing.assert_array_equal(to_numpy(hessian), eye)
     traced_layer = torch.jit.trace(layer, scores, check_trace=False)
-    np.testing.assert_array_equal(traced_layer(scores).numpy(), want)
+    np.testing.assert_array_equal(to_numpy(traced_layer(scores)), want)
 
 
 def test_explicit_slopes_are_used_as_given():

@@ -533,8 +533,12 @@ def test_engines_go_least_recently_used_first_and_layers_keep_theirs():
 def test_a_torch_engine_holds_its_constants_once_on_a_cpu():
     # Keras's convert_to_tensor copies a numpy array: every engine held its
     # host constants twice, and its own copy of the constants all share.
+    from keras.src.backend.torch.core import get_device
+
     from keras_posenc._exact import engine
 
+    if str(get_device()) != "cpu":
+        pytest.skip("on a GPU the constants are copied to it (held_bytes counts it)")
     first = engine.rotary_encoder((1.0, 0.25))
     second = engine.rotary_encoder((0.5, 0.125))
     host = first._host

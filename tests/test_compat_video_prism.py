@@ -48,13 +48,15 @@ def _ids(length):
 
 @pytest.mark.parametrize("case", CASES)
 def test_equals_keras_hub_at_short_positions(case):
-    # A layout guard: keras-hub's float32 angles are close at positions < 16.
+    # A layout guard: keras-hub's float32 angles are close at positions < 16
+    # (1.5e-5 off for growing frequencies under JAX on an H200: XLA's own
+    # float32 exp and sin there; a wrong layout is off by about 1).
     ours, theirs = (
         to_numpy(Ours(*case)(_ids(16))),
         to_numpy(_hub_layer(*case)(_ids(16))),
     )
     assert ours.shape == theirs.shape == (1, 16, case[0])
-    assert max_diff(ours, theirs) < 1e-5
+    assert max_diff(ours, theirs) < 5e-5
 
 
 @pytest.mark.parametrize("case", CASES)

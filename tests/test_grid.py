@@ -354,7 +354,8 @@ def test_editing_a_result_never_changes_the_next_one(kwargs):
         first = layer(x)
         want = first.detach().clone()
         first.add_(1.0)
-        first.numpy()[...] = 7.0
+        if first.device.type == "cpu":  # a GPU's tensor has no numpy view
+            first.numpy()[...] = 7.0
         assert np.array_equal(to_numpy(layer(x)), to_numpy(want))
 
 
