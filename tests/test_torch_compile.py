@@ -23,7 +23,7 @@ def eager_rounding_on_cuda():
     There Inductor's Triton kernels contract a multiply and an add into one
     FMA, rounding once where eager's kernels round twice: by default a
     compiled RoPE layer is up to one float32 ulp from eager (4.8e-7 on an
-    H200, on 22 to 33% of its elements; benchmarks/compile_bits.py). With
+    H200, on 11 to 33% of its elements; benchmarks/compile_bits.py). With
     `emulate_precision_casts` (torch 2.10+) the contraction is off and
     every family gave eager's bits there. On a CPU nothing changes.
     """
