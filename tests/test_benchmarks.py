@@ -718,3 +718,37 @@ def test_alibi_floor_adds_the_same_bias_as_ours():
         to_numpy(configs[k](scores)) for k in (alibi.FLOOR_ROW, alibi.OURS_ROW)
     )
     np.testing.assert_array_equal(row_floor, row)
+
+
+# -- the GPU session's torch scripts ------------------------------------------------
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="the DiT block is torch")
+def test_timestep_smoke_times_ours_beside_a_dit_block(tmp_path):
+    # What ours adds over the formula, as a share of one block and a step.
+    path = tmp_path / "timestep.json"
+    timestep.main(["--smoke", "--dit-block", "--json", str(path)])
+    dit = json.loads(path.read_text())["backends"][BACKEND]["dit_block"]
+    ms = {name: row["median_ms"] for name, row in dit["speed"].items()}
+    extra = ms["ours"] - ms["float32_formula"]
+    assert dit["ours_minus_formula_ms"] == pytest.approx(extra, rel=1e-3, abs=1e-4)
+    share = dit["share_of_block"]
+    assert share == pytest.approx(extra / ms["dit_block"], rel=1e-3, abs=1e-4)
+    assert dit["share_of_28_block_step"] == pytest.approx(share / 28, rel=1e-2)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.compile")
+def test_compile_bits_references_hold_the_eager_cases():
+    # The script compares compiled with eager (on a GPU); here its float64
+    # references are checked: every eager case within the engine's bound.
+    compile_bits = _benchmark("compile_bits")
+    checked = 0
+    for name, (fn, inputs, want) in compile_bits.cases().items():
+        got = to_numpy(fn(*inputs))
+        if want is None:
+            continue
+        assert got.shape == want.shape, name
+        scale = np.maximum(np.abs(want), 1.0)
+        assert np.max(np.abs(got - want) / scale) < 2e-7, name
+        checked += 1
+    assert checked == 5
