@@ -31,15 +31,17 @@ __all__ = ["PLOT_KINDS", "PROG", "build_parser", "main", "report_interrupt"]
 
 # The demo fails if the reloaded SavedModel differs from Keras by more.
 DEMO_TOLERANCE = 1e-5
-# Flags named after the SinusoidalOptions fields they set.
-_EXPORT_FLAGS = {
-    "depth": "--depth",
-    "layout": "--layout",
-    "max_length": "--max-length",
-    "max_wavelength": "--max-wavelength",
-    "mode": "--mode",
-    "out_of_range": "--out-of-range",
-}
+# The SinusoidalOptions fields `export` sets, each from the flag argparse
+# names after it (`--max-length` sets `args.max_length`).
+_EXPORT_FIELDS = (
+    "depth",
+    "layout",
+    "max_length",
+    "max_wavelength",
+    "mode",
+    "out_of_range",
+)
+_EXPORT_FLAGS = {name: "--" + name.replace("_", "-") for name in _EXPORT_FIELDS}
 
 
 def _flag_names(error: Exception, flags: Mapping[str, str]) -> str:
@@ -148,15 +150,8 @@ def _rerun_with_tensorflow(argv: list[str]) -> int:
 
 def _export(args: argparse.Namespace, argv: list[str]) -> int:
     try:
-        options = _options.SinusoidalOptions(
-            max_wavelength=args.max_wavelength,
-            mode=args.mode,
-            max_length=args.max_length,
-            merge=None,
-            depth=args.depth,
-            layout=args.layout,
-            out_of_range=args.out_of_range,
-        )
+        fields = {name: getattr(args, name) for name in _EXPORT_FIELDS}
+        options = _options.SinusoidalOptions(merge=None, **fields)
     except ValueError as error:
         raise UsageError(f"{PROG} export", _flag_names(error, _EXPORT_FLAGS)) from None
     out = _files.check_path(args.out, "OUT")

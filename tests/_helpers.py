@@ -75,6 +75,15 @@ def exact(message):
     return "^" + re.escape(message) + "$"
 
 
+def invalid_value(name, expected, value):
+    """The whole Keras-style refusal of `name` (house rule 5): `value` as
+    the message shows it."""
+    return (
+        f"Received an invalid value for `{name}`, expected {expected}. "
+        f"Received: {name}={value}"
+    )
+
+
 def traced(fn, jit_compile=False):
     """`fn` as a TF function (on TensorFlow) or under `jax.jit` (on JAX)."""
     if BACKEND == "tensorflow":

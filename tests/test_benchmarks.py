@@ -1,7 +1,7 @@
 """The benchmark scripts keep working on every backend (smoke runs, no timings)."""
 
 import argparse
-import importlib
+import contextlib
 import json
 import math
 import mmap
@@ -27,27 +27,32 @@ import keras_posenc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _benchmark(name):
-    """Imports `benchmarks.<name>` from the repository root (not a package dep)."""
+@contextlib.contextmanager
+def _repository_root_on_path():
+    """Imports `benchmarks.*` from the repository root (not a package dep)."""
     sys.path.insert(0, ROOT)
     try:
-        return importlib.import_module(f"benchmarks.{name}")
+        yield
     finally:
         sys.path.remove(ROOT)
 
 
-forward = _benchmark("forward")
-precision = _benchmark("precision")
-decode = _benchmark("decode")
-rotary = _benchmark("rotary")
-parts = _benchmark("parts")
-gpu = _benchmark("gpu")
-grid = _benchmark("grid")
-memory = _benchmark("memory")
-timestep = _benchmark("timestep")
-diffusion_step = _benchmark("diffusion_step")
-common = _benchmark("_common")
-_floors = _benchmark("_floors")
+with _repository_root_on_path():
+    from benchmarks import _common as common
+    from benchmarks import (
+        _floors,
+        alibi,
+        decode,
+        diffusion_step,
+        forward,
+        gpu,
+        grid,
+        memory,
+        parts,
+        precision,
+        rotary,
+        timestep,
+    )
 
 
 def _has_keras_hub():
@@ -689,8 +694,6 @@ def test_grid_float32_formula_is_the_mae_table():
 
 
 # -- alibi.py --------------------------------------------------------------------
-
-alibi = _benchmark("alibi")
 
 
 def test_alibi_smoke_times_every_configuration_against_the_floor(tmp_path):

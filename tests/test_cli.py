@@ -22,6 +22,7 @@ from _helpers import (
     BACKEND,
     LEGACY,
     TOL,
+    invalid_value,
     keras,
     needs_tensorflow,
     reference,
@@ -372,10 +373,7 @@ PNG = ["--out", "x.png"]
 
 def invalid(flag, expected, value):
     """The Keras-style message, naming the flag."""
-    return (
-        f"Received an invalid value for `{flag}`, expected {expected}. "
-        f"Received: {flag}={value!r}"
-    )
+    return invalid_value(flag, expected, repr(value))
 
 
 POSITIVE = "a positive integer"

@@ -16,7 +16,7 @@ import shutil
 
 import numpy as np
 import pytest
-from _helpers import TOL, exact, max_diff, to_numpy
+from _helpers import TOL, exact, invalid_value, max_diff, to_numpy
 
 from keras_posenc import GridPositionEncoding, RotaryEmbedding, TimestepEmbedding
 
@@ -52,10 +52,7 @@ ROPES = [case for case in CASES if f"{case}.q" in GOLDEN.files]
 
 
 def message(name, expected, value):
-    return exact(
-        f"Received an invalid value for `{name}`, expected {expected}. "
-        f"Received: {name}={value}"
-    )
+    return exact(invalid_value(name, expected, value))
 
 
 # -- against diffusers' own modules ----------------------------------------------

@@ -19,6 +19,7 @@ from _helpers import (
     LEGACY,
     TOL,
     exact,
+    invalid_value,
     keras,
     keras3_only,
     max_diff,
@@ -738,10 +739,7 @@ ERRORS = [
 @pytest.mark.parametrize("kwargs, name, expected, value", ERRORS)
 def test_bad_arguments_raise_naming_them(kwargs, name, expected, value):
     kwargs = {"grid_shape": (4, 4), "dim": 8, **kwargs}
-    message = (
-        f"Received an invalid value for `{name}`, expected {expected}. "
-        f"Received: {name}={value}"
-    )
+    message = invalid_value(name, expected, value)
     with pytest.raises(ValueError, match=exact(message)):
         grid_sincos_table(kwargs.pop("grid_shape"), kwargs.pop("dim"), **kwargs)
 

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import TOL, exact, max_diff, only_tensorflow, to_numpy
+from _helpers import TOL, exact, invalid_value, max_diff, only_tensorflow, to_numpy
 from keras.backend import standardize_dtype
 
 from keras_posenc import GridPositionEncoding, grid_sincos_table
@@ -343,10 +343,7 @@ CONFIG_ERRORS = [
 
 @pytest.mark.parametrize("config, name, expected, value", CONFIG_ERRORS)
 def test_bad_config_values_are_refused_by_name(config, name, expected, value):
-    message = (
-        f"Received an invalid value for `{name}`, expected {expected}. "
-        f"Received: {name}={value}"
-    )
+    message = invalid_value(name, expected, value)
     with pytest.raises(ValueError, match=exact(message)):
         GridPositionEncoding.from_hf_config(config)
 
@@ -462,10 +459,7 @@ OPTION_ERRORS = [
 
 @pytest.mark.parametrize("kwargs, name, expected, value", OPTION_ERRORS)
 def test_bad_options_raise_naming_them(kwargs, name, expected, value):
-    message = (
-        f"Received an invalid value for `{name}`, expected {expected}. "
-        f"Received: {name}={value}"
-    )
+    message = invalid_value(name, expected, value)
     with pytest.raises(ValueError, match=exact(message)):
         GridPositionEncoding(**kwargs)
 
@@ -535,10 +529,7 @@ INPUT_ERRORS = [
 @pytest.mark.parametrize("kwargs, shape, mask, name, expected, value", INPUT_ERRORS)
 def test_bad_inputs_raise_naming_them(kwargs, shape, mask, name, expected, value):
     # Keras 3 prefixes errors raised in `call` with the layer's name.
-    message = (
-        f"Received an invalid value for `{name}`, expected {expected}. "
-        f"Received: {name}={value}"
-    )
+    message = invalid_value(name, expected, value)
     with pytest.raises(ValueError, match=re.escape(message)):
         GridPositionEncoding(**kwargs)(_features(shape), pixel_mask=mask)
 

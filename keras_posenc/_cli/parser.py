@@ -7,7 +7,8 @@ nothing but argparse and the option tables: no Keras, no TensorFlow.
 import argparse
 import re
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 from keras_posenc import __version__, demo
 from keras_posenc._checks import arguments as _arguments
@@ -36,6 +37,7 @@ PLOT_KINDS = ("heatmap", "wavelengths", "similarity", "precision")
 _NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?|-\.\d+([eE][-+]?\d+)?")
 # argparse %-formats option help (for `%(default)s`): a literal % is %%.
 _TARGET_PERCENT = f"{demo.TARGET_ACCURACY:.0%}".replace("%", "%%")
+_T = TypeVar("_T")
 
 
 class UsageError(Exception):
@@ -106,24 +108,30 @@ class _Parser(argparse.ArgumentParser):
             )
 
 
-def _integer(text: str) -> int:
-    """An argparse type: any integer (its rules are checked after parsing)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer. Received: {text!r}"
-        ) from None
+def _argument_type(convert: Callable[[str], _T], expected: str) -> Callable[[str], _T]:
+    """An argparse type: any value `convert` makes of the text (its rules
+    are checked after parsing); other text is refused as not `expected`."""
+
+    def parse(text: str) -> _T:
+        try:
+            return convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {expected}. Received: {text!r}"
+            ) from None
+
+    return parse
 
 
-def _number(text: str) -> float:
-    """An argparse type: any float (its rules are checked after parsing)."""
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number. Received: {text!r}"
-        ) from None
+_integer = _argument_type(int, "an integer")
+_number = _argument_type(float, "a number")
+
+
+def _add_overwrite(parser: argparse.ArgumentParser, written: str) -> None:
+    """`--overwrite`: the command may replace an existing `written`."""
+    parser.add_argument(
+        "--overwrite", action="store_true", help=f"replace an existing {written}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,9 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"stops early at {_TARGET_PERCENT} validation accuracy "
         f"(default: {demo.MAX_STEPS})",
     )
-    demo_parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing demo DIR"
-    )
+    _add_overwrite(demo_parser, "demo DIR")
 
     export = sub.add_parser(
         "export",
@@ -201,9 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=_options.OUT_OF_RANGE[0],
         help="lookup mode: raise, or compute rows past the table",
     )
-    export.add_argument(
-        "--overwrite", action="store_true", help="replace an existing SavedModel OUT"
-    )
+    _add_overwrite(export, "SavedModel OUT")
 
     plot = sub.add_parser(
         "plot",
@@ -236,7 +240,5 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--out", required=True, metavar="FILE", help="file to write: .png, .svg, .pdf"
     )
-    plot.add_argument(
-        "--overwrite", action="store_true", help="replace an existing FILE"
-    )
+    _add_overwrite(plot, "FILE")
     return parser
