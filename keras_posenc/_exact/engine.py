@@ -191,6 +191,8 @@ def computed_not_kept(owner):
 def first_block(owner):
     """Whether `owner`'s next kept decoding block is its first (`step_block`)."""
     return owner.step_misses <= 1 + COMPUTED_STEPS * (_backend.NAME == "torch")
+
+
 # What an encoder holds, in copies of its host constants: they, the device
 # tensors (torch) or the constants of its compiled programs (TF, JAX), and
 # what compiling costs. Measured as process growth per kept encoder after
