@@ -499,7 +499,8 @@ class Encoder:
         would become constants of the compiled program). Decoding asks for
         one position per layer and step: the `step_rows` rows from
         ``64 * floor(first / 64)`` (the first block of an encoder on torch:
-        `FIRST_STEP_ROWS`) are computed once and kept (`kept`), so
+        `FIRST_STEP_ROWS`, after its first `COMPUTED_STEPS` such requests,
+        computed and not kept) are computed once and kept (`kept`), so
         the next steps (and every layer sharing this encoder) read them,
         with the bits of `rows`, without running the engine; `steps` holds
         them one by one (``[1, C]`` each, `_backend.SplitRows`: split once,

@@ -41,7 +41,10 @@ class CacheInfo:
         misses: int. Eager calls that had to compute (and maybe keep) rows.
         engines: int. Kept values built once per configuration (an engine
             with its constants and compiled functions, RoPE frequencies),
-            for the next layer or function call of that configuration.
+            for the next layer or function call of that configuration; a
+            sinusoidal or RoPE configuration's from its second request
+            (the first lives with the layers holding it, and is not
+            counted).
         engine_nbytes: int. Their size in bytes (part of `nbytes`).
 
     Example:

@@ -228,7 +228,8 @@ class StepTables:
 
 # (config, dim, layout, trailing) -> the `StepTables` layers hold: shared by
 # the layers of one configuration while one of them lives, never kept for
-# none (its rows are in `kept`, its encoder in `_exact.engine`'s memo).
+# none (its rows are in `kept`, its encoder held by the layers and, from
+# its second request, by `_exact.engine`'s memo).
 _SHARED_STEPS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
