@@ -8,8 +8,13 @@ https://arxiv.org/abs/1706.03762) and of RoPE keeps such rows, so that a
 step reads a slice instead of running the engine, and keeps the engine of
 each recent configuration (its host constants, device tensors and
 compiled functions; RoPE's frequencies), so that the next layer or
-function call of that configuration does not build it again. Everything
-it keeps lives in one store, which is:
+function call of that configuration does not build it again. The
+engines of the sinusoidal and RoPE layers are kept from a configuration's
+second request: the first one's engine lives as long as the layers (or
+the function call) holding it, and is handed to every layer of the
+configuration while one holds it, so a configuration used once keeps
+nothing after its layer is gone. Everything it keeps lives in one store,
+which is:
 
 * **bounded**: one budget in bytes for everything kept together, rows and
   engines (64 MiB, or `KERAS_POSENC_CACHE_BYTES` when the process starts;
@@ -20,14 +25,16 @@ it keeps lives in one store, which is:
 * **owned**: each entry of rows belongs to an encoder (the rows of one
   configuration, shared by every layer that has it) and goes with it, so
   the rows of layers that are gone are released; a layer holds its own
-  engine, so evicting one never breaks a layer; `clear_cache` releases
-  everything, engines included;
+  engine, so evicting one never breaks a layer (nor makes a second one
+  while it lives); `clear_cache` releases everything, engines included;
 * **invisible**: a result never shares memory with kept rows, nothing is
   kept from inside a trace (`jax.jit`, `tf.function`, `torch.compile`),
   and rows are made outside torch's inference mode, so the order of calls
   never changes a result.
 
-Nothing else is kept between calls but what is small by construction: the
+Nothing else is kept between calls but what is small by construction: a
+hash of each of the last 1,024 first requests of a configuration (`int`s:
+which configurations to keep at their next request); the
 RoPE step tables that living layers share (held weakly: at most one per
 configuration and input layout of a living layer); what a layer holds
 (its engine, its input layouts per shape, at most 256) goes with it; the
@@ -82,7 +89,10 @@ def clear_cache() -> None:
     https://arxiv.org/abs/1706.03762; RoPE) compute their rows again at the
     next calls (the same bits) and keep them within the budget; the next
     new layer or function call of a configuration builds its engine again
-    (layers keep theirs). Hits and misses start again from zero.
+    (layers keep theirs, and hand them to new layers of their
+    configuration while they live), and keeps it only from the request
+    after (which configurations were asked for is forgotten too). Hits and
+    misses start again from zero.
 
     Example:
 
@@ -104,7 +114,12 @@ def set_cache_budget(nbytes: int) -> int:
     recently used entries are evicted first. `0` keeps nothing: every eager
     call computes its rows (decoding steps cost an engine run each), and
     every new layer and function call (`sinusoidal_table`,
-    `rotary_cos_sin`) builds its engine (host constants, a compilation).
+    `rotary_cos_sin`) builds its engine (host constants, a compilation),
+    unless a living layer of its configuration holds one. Whatever the
+    budget, the engine of a sinusoidal or RoPE configuration is kept from
+    its second request on (the first lives with its layer), and on torch
+    the rows of a layer's first two decoding steps (or short prompts) are
+    computed, not kept.
     The default is 64 MiB, or `KERAS_POSENC_CACHE_BYTES` when the process
     starts.
 

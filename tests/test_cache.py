@@ -210,7 +210,10 @@ def test_rows_shared_by_two_layers_stay_while_one_of_them_lives():
 def test_clear_cache_frees_everything_and_later_rows_are_the_same_bits():
     layer = _alone()
     before = to_numpy(layer(_zeros(200), start_index=3))
-    keras_posenc.sinusoidal_table(100, 8, start_index=5)  # pinned: no layer
+    # Pinned: no layer. Twice: a configuration's first function call keeps
+    # nothing (its engine, and the rows it holds, go with the call).
+    for _ in range(2):
+        keras_posenc.sinusoidal_table(100, 8, start_index=5)
     assert keras_posenc.cache_info().entries == 2
     keras_posenc.clear_cache()
     assert keras_posenc.cache_info() == cache.CacheInfo(
@@ -384,8 +387,10 @@ def test_two_sessions_decoding_at_once_keep_their_own_blocks(rotary):
 
 def test_a_function_call_does_not_keep_the_rows_of_layers_that_are_gone():
     # sinusoidal_table keeps its own span (pinned, within the budget); the
-    # layer's rows still go with the layer.
-    keras_posenc.sinusoidal_table(100, DEPTH, start_index=5000)
+    # layer's rows still go with the layer. Twice: a configuration's first
+    # function call keeps nothing (its engine goes with the call).
+    for _ in range(2):
+        keras_posenc.sinusoidal_table(100, DEPTH, start_index=5000)
     layer = _alone()
     layer(_zeros(100), start_index=0)
     assert keras_posenc.cache_info().entries == 2
@@ -506,27 +511,70 @@ def test_clear_cache_frees_the_engines_of_every_configuration():
 
 
 def test_engines_go_least_recently_used_first_and_layers_keep_theirs():
-    # A budget for two engines and no rows: each new configuration evicts the
-    # least recently used engine; a layer still holding an evicted one gives
-    # exact rows, and the next call of its configuration builds it again.
+    # A budget for two engines and no rows: each new configuration (used
+    # twice: the first use keeps nothing) evicts the least recently used
+    # engine; a layer still holding an evicted one gives exact rows, and
+    # the next call of its configuration is handed the same engine.
     from keras_posenc._exact import engine
 
     def encoder(max_wavelength):
         return engine.sinusoidal_encoder(DEPTH, max_wavelength, "interleaved", "paper")
 
-    first = encoder(600.0)
-    keras_posenc.set_cache_budget(2 * first.nbytes)
     layer = _alone(max_wavelength=600.0)
+    layer(_zeros(1))
+    first = encoder(600.0)  # the layer's: its second request keeps it
+    keras_posenc.set_cache_budget(2 * first.nbytes)
     for w in (601.0, 602.0):
-        keras_posenc.sinusoidal_table(4, DEPTH, max_wavelength=w)
+        for _ in range(2):
+            keras_posenc.sinusoidal_table(4, DEPTH, max_wavelength=w)
     info = keras_posenc.cache_info()
     assert (info.engines, info.engine_nbytes) == (2, 2 * first.nbytes)
     assert encoder(602.0) is encoder(602.0)  # kept
-    assert encoder(600.0) is not first  # evicted, built again (evicting 601)
+    assert encoder(600.0) is first  # evicted, but the layer holds it
     rows = to_numpy(layer(_zeros(5), start_index=9))[0]
     np.testing.assert_allclose(
         rows, reference(9 + np.arange(5), DEPTH, 600.0), atol=TOL
     )
+
+
+def _rope_used_once(max_wavelength, steps=1, dim=64):
+    """A RoPE layer of one configuration: a 16-position prompt, then `steps`
+    decoding steps."""
+    layer = keras_posenc.RotaryEmbedding(max_wavelength=max_wavelength)
+    layer(np.ones((1, 16, 2, dim), "float32"))
+    for t in range(steps):
+        layer(np.ones((1, 1, 2, dim), "float32"), start_index=16 + t)
+    return layer
+
+
+def test_a_configuration_used_once_keeps_nothing_after_its_layer_is_gone():
+    # 250 configurations used once kept 10 MiB of engines (issue 47): the
+    # first request of a configuration's engine and frequencies lives as
+    # long as its layer holds it.
+    layer = _rope_used_once(900.0)
+    assert keras_posenc.cache_info().engines == 0
+    del layer
+    gc.collect()
+    info = keras_posenc.cache_info()
+    assert (info.engines, info.entries, info.nbytes) == (0, 0, 0)
+
+
+def test_a_configuration_used_twice_keeps_its_engine_for_the_next_layer():
+    # The second request (a second layer, or a function call) keeps the
+    # engine and the frequencies in the one budget, as before.
+    for _ in range(2):
+        _rope_used_once(901.0)  # a layer, dropped
+        gc.collect()
+    assert keras_posenc.cache_info().engines == 2  # RoPE engine, frequencies
+
+
+def test_two_living_layers_of_one_configuration_share_one_engine():
+    # Also when the store kept none (first use) or dropped it (clear_cache,
+    # eviction): a living layer's engine is handed to the next one.
+    first = _rope_used_once(902.0)
+    keras_posenc.clear_cache()
+    second = _rope_used_once(902.0)
+    assert second._rotation.rows(64).encoder is first._rotation.rows(64).encoder
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch tensors share numpy memory")
@@ -549,19 +597,25 @@ def test_a_torch_engine_holds_its_constants_once_on_a_cpu():
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="another length compiles on TF, JAX")
-def test_a_short_prompt_keeps_a_short_first_decoding_block_on_torch():
-    # A 16-position prompt (a span of at most 64 positions: decoding steps)
-    # built and split a 512-row block of cos and sin: 0.75 MiB counted per
-    # configuration, and temporaries the allocator kept. The first block of
-    # a configuration is 128 rows; its steps are split as they are read.
+def test_a_short_prompt_and_one_step_keep_no_decoding_block_on_torch():
+    # A 16-position prompt (a span of at most 64 positions: a step-sized
+    # request) and one step kept a 128-row block of cos and sin per
+    # configuration, held by a layer Python collects late (Keras's layers
+    # are cyclic garbage): the first two step-sized requests are computed.
+    layer = _rope_used_once(903.0)
+    assert layer.built and keras_posenc.cache_info().entries == 0
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="another length compiles on TF, JAX")
+def test_a_session_keeps_a_short_first_decoding_block_on_torch():
+    # From the second step on a block is kept: 128 rows first (64 to 128
+    # steps), not 512.
     from keras_posenc import _backend
 
-    layer = keras_posenc.RotaryEmbedding()
-    layer(np.ones((1, 16, 2, 64), "float32"))
-    layer(np.ones((1, 1, 2, 64), "float32"), start_index=16)
+    layer = _rope_used_once(904.0, steps=3)
     info = keras_posenc.cache_info()
     block = 2 * 4 * 128 * 64 + _backend.ARRAY_OVERHEAD * 2 * 129
-    assert 0 < info.nbytes - info.engine_nbytes <= block
+    assert layer.built and 0 < info.nbytes - info.engine_nbytes <= block
 
 
 def _memory_around_clear_cache(count, depth=4096):

@@ -112,6 +112,9 @@ def test_traced_once_for_every_length(monkeypatch):
     range_rows = _engine.range_rows
     monkeypatch.setattr(_engine, "range_rows", counting_range_rows)
     keras_posenc.clear_cache()  # a new encoder: bind the counter
+    # Held, as a layer holds its engine: a configuration's first function
+    # call keeps nothing, and its second would build (and trace) another.
+    held = _engine.sinusoidal_encoder(24, 777.0, "interleaved", "paper")
     try:
         for length, start in [(0, 0), (1, 0), (7, 3), (1000, 12345)]:
             table = keras_posenc.sinusoidal_table(
@@ -121,7 +124,7 @@ def test_traced_once_for_every_length(monkeypatch):
             np.testing.assert_allclose(to_numpy(table), expected, atol=TOL)
     finally:
         keras_posenc.clear_cache()
-    assert len(traces) == 1
+    assert len(traces) == 1 and held.width == 24
 
 
 def test_tensor_arguments():

@@ -169,6 +169,30 @@ STEP_ROWS = 8 * FINE_ROWS
 # each) were heap the allocator kept (issue 47). Torch only: on TF and JAX
 # another length is another compiled program per configuration.
 FIRST_STEP_ROWS = 2 * FINE_ROWS
+
+
+# Step-sized requests of an owner computed, not kept, before its first
+# block, on torch: a configuration used once (a short prompt and a step)
+# keeps no block. Its layer is cyclic garbage (Keras's layers are) that
+# Python may collect only at a full collection, and the blocks it held
+# until then were heap the allocator kept (issue 47: 67 KiB a layer). A
+# block costs about one engine run, as each such request does.
+COMPUTED_STEPS = 2
+
+
+def computed_not_kept(owner):
+    """Whether a step-sized request of `owner` (an `Encoder`, RoPE
+    `StepTables`) that no kept block serves is computed now and not kept
+    (its first `COMPUTED_STEPS` on torch); counts it in `owner.step_misses`."""
+    owner.step_misses += 1
+    return _backend.NAME == "torch" and owner.step_misses <= COMPUTED_STEPS
+
+
+def first_block(owner):
+    """Whether `owner`'s next kept decoding block is its first (`step_block`)."""
+    return owner.step_misses <= 1 + COMPUTED_STEPS * (_backend.NAME == "torch")
+
+
 # What an encoder holds, in copies of its host constants: they, the device
 # tensors (torch) or the constants of its compiled programs (TF, JAX), and
 # what compiling costs. Measured as process growth per kept encoder after
@@ -402,7 +426,7 @@ class Encoder:
         self._host = consts
         # The blocks of rows `block` keeps: a prompt, decoding steps.
         self.slot = kept.Slot(self)
-        self._stepped = False  # whether `_keep` made a decoding block
+        self.step_misses = 0  # step-sized requests no kept block served
         if _backend.NAME == "torch":
             # Tensors live on one device: one set of constants per device.
             # Made now, on the host: a compiled call only reads them. (The
@@ -475,7 +499,8 @@ class Encoder:
         would become constants of the compiled program). Decoding asks for
         one position per layer and step: the `step_rows` rows from
         ``64 * floor(first / 64)`` (the first block of an encoder on torch:
-        `FIRST_STEP_ROWS`) are computed once and kept (`kept`), so
+        `FIRST_STEP_ROWS`, after its first `COMPUTED_STEPS` such requests,
+        computed and not kept) are computed once and kept (`kept`), so
         the next steps (and every layer sharing this encoder) read them,
         with the bits of `rows`, without running the engine; `steps` holds
         them one by one (``[1, C]`` each, `_backend.SplitRows`: split once,
@@ -502,6 +527,8 @@ class Encoder:
             keys += [(device, "steps", base) for base in self.step_bases(first)]
         block = self.slot.find(keys, serves)
         if block is None:
+            if steps and computed_not_kept(self):
+                return first, self.rows(first, end - first), []
             block = self._keep(first, end, steps)
             key = (device, "steps", block[0]) if block[2] else span_key
             self.slot.put(key, block, self._kept_bytes(block), pinned)
@@ -523,8 +550,7 @@ class Encoder:
         """``(base, rows, steps)`` of the block `block` keeps next: a
         decoding step block with `steps`, else a span."""
         if steps:
-            base, rows = self.step_block(first, first_block=not self._stepped)
-            self._stepped = True
+            base, rows = self.step_block(first, first_block(self))
             with _backend.eager_scope():
                 return base, rows, _backend.SplitRows(rows)
         count = end - first + first % FINE_ROWS
@@ -586,15 +612,16 @@ def _encoder_bytes(encoder):
     return encoder.nbytes
 
 
-@kept.memoized(_encoder_bytes)
+@kept.memoized(_encoder_bytes, repeat_only=True)
 def sinusoidal_encoder(depth, max_wavelength, layout, frequency_rule):
-    """The `Encoder` of the sinusoidal table for one option set (kept:
-    `kept.memoized`). Every argument is given, so that one option set is
-    one key (a defaulted `frequency_rule` made two engines of one)."""
+    """The `Encoder` of the sinusoidal table for one option set (kept from
+    its second request: `kept.memoized`; layers hold theirs). Every
+    argument is given, so that one option set is one key (a defaulted
+    `frequency_rule` made two engines of one)."""
     return Encoder(sinusoidal_constants(depth, max_wavelength, layout, frequency_rule))
 
 
-@kept.memoized(_encoder_bytes)
+@kept.memoized(_encoder_bytes, repeat_only=True)
 def rotary_encoder(inverse_frequencies):
     """The `Encoder` of RoPE rows ``[sin | cos]`` (``2 n`` columns), kept as
     `sinusoidal_encoder`.

@@ -19,6 +19,10 @@ from keras_posenc._checks.arguments import bytes_from_environment
 
 BUDGET_VARIABLE = "KERAS_POSENC_CACHE_BYTES"
 DEFAULT_BUDGET = 64 * 2**20
+# How many first requests `memoized(..., repeat_only=True)` remembers (a
+# hash each, all functions together): a key asked for again after more
+# first requests than this counts as a first request again.
+FIRST_REQUESTS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +41,10 @@ class CacheInfo:
         misses: int. Eager calls that had to compute (and maybe keep) rows.
         engines: int. Kept values built once per configuration (an engine
             with its constants and compiled functions, RoPE frequencies),
-            for the next layer or function call of that configuration.
+            for the next layer or function call of that configuration; a
+            sinusoidal or RoPE configuration's from its second request
+            (the first lives with the layers holding it, and is not
+            counted).
         engine_nbytes: int. Their size in bytes (part of `nbytes`).
 
     Example:
@@ -57,10 +64,25 @@ class CacheInfo:
 
 
 class _Memo:
-    """The owner of the values one `memoized` function keeps."""
+    """The owner of the values one `memoized` function keeps, and of those
+    its callers hold (`living`, weakly: a value is never built twice while
+    one of them holds it)."""
 
     def __init__(self, name):
         self.name = name
+        self.living: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def held(self, key):
+        """The value of `key` that a caller still holds, else `None`."""
+        with STORE.lock:
+            return self.living.get(key)
+
+    def hold_weakly(self, key, value):
+        with STORE.lock:
+            try:
+                self.living[key] = value
+            except TypeError:  # a tuple (RoPE frequencies): built again
+                pass
 
     def __repr__(self):
         return f"<memo of {self.name}>"
@@ -75,6 +97,19 @@ class _Store:
         self._nbytes = 0
         self.budget = budget  # read without the lock: one int
         self._hits = self._misses = 0
+        # hash((memo, key)) of recent first requests (`asked_before`).
+        self._asked: collections.OrderedDict = collections.OrderedDict()
+
+    def asked_before(self, token):
+        """Whether `token` (a hash) was recorded since the last clear, among
+        the last `FIRST_REQUESTS`; records it."""
+        with self.lock:
+            seen = token in self._asked
+            self._asked[token] = None
+            self._asked.move_to_end(token)
+            if len(self._asked) > FIRST_REQUESTS:
+                self._asked.popitem(last=False)
+            return seen
 
     def find(self, slot, keys, serves):
         """The first kept value under `keys` that `serves`, else `None`;
@@ -133,6 +168,7 @@ class _Store:
         with self.lock:
             dropped, self._entries = self._entries, collections.OrderedDict()
             self._nbytes = self._hits = self._misses = 0
+            self._asked.clear()
         del dropped
 
     def set_budget(self, budget):
@@ -218,7 +254,7 @@ def fits(nbytes):
     return nbytes <= STORE.budget
 
 
-def memoized(nbytes_of):
+def memoized(nbytes_of, repeat_only=False):
     """Keeps `make(*key)` per key in the store, within the one budget.
 
     For what is built once per configuration and shared by the layers and
@@ -226,12 +262,21 @@ def memoized(nbytes_of):
     frequencies): each value counts `nbytes_of(value)` bytes, goes least
     recently used first (with the rows) and with `clear_cache`, and is built
     again by the next call that needs it. Whoever holds a value (a layer)
-    keeps using it. A plain function (no `functools.lru_cache`, which
-    `torch.compile` would warn about); a value larger than the budget is
-    returned and not kept.
+    keeps using it, and a value someone holds is handed to the next caller
+    of its key instead of being built again (held weakly: `_Memo.living`).
+    A plain function (no `functools.lru_cache`, which `torch.compile` would
+    warn about); a value larger than the budget is returned and not kept.
 
     Args:
         nbytes_of: what a value costs, in bytes.
+        repeat_only: bool. Keep a key's value only from the key's second
+            request (among the last `FIRST_REQUESTS` first ones): the first
+            one's lives as long as its callers hold it, so that a
+            configuration used once (one layer, dropped) leaves nothing
+            behind (issue 47: 250 RoPE configurations kept 10 MiB of
+            engines). For values that their callers hold (a layer holds its
+            encoder); the second request of a key whose first value is gone
+            builds it once more.
     """
 
     def decorate(make):
@@ -240,8 +285,13 @@ def memoized(nbytes_of):
         @functools.wraps(make)
         def memo(*key):
             value = STORE.get(owner, key)
+            if value is not None:
+                return value
+            value = owner.held(key)
             if value is None:
                 value = make(*key)
+                owner.hold_weakly(key, value)
+            if not repeat_only or STORE.asked_before(hash((owner, key))):
                 STORE.put(owner, key, value, nbytes_of(value), True)
             return value
 

@@ -423,8 +423,9 @@ def _section_problems(section, interleaved, dim):
 
 
 # Its cost: the tuple of floats, and as much again for the factors the
-# configuration (its key) may hold.
-@kept.memoized(lambda frequencies: 2 * 32 * len(frequencies) + 1024)
+# configuration (its key) may hold. Kept from the second request, as the
+# encoder they make (`_exact.engine.rotary_encoder`).
+@kept.memoized(lambda frequencies: 2 * 32 * len(frequencies) + 1024, repeat_only=True)
 def _frequencies(config, dim):
     if config.inverse_frequencies is not None:
         return config.inverse_frequencies

@@ -179,7 +179,7 @@ class StepTables:
         self.dim, self.attention, self.layout = dim, attention, layout
         self.trailing = trailing
         self.slot = kept.Slot(self)  # (base, cos, sin, steps)
-        self._stepped = False  # whether `_keep` made a block
+        self.step_misses = 0  # requests no kept block served
 
     def fits(self):
         """Whether a block of these tables fits the cache's budget: cos, sin
@@ -197,6 +197,8 @@ class StepTables:
         bases = self.encoder.step_bases(first)
         block = self.slot.find([(device, base) for base in bases], serves)
         if block is None:
+            if _engine.computed_not_kept(self):
+                return self._tables(self.encoder.rows(first, end - first))
             block = self._keep(first)
             tables = 2 * _backend.nbytes(block[1])  # cos and sin
             copies = tables if _backend.NAME != "torch" else 0
@@ -209,30 +211,35 @@ class StepTables:
 
     def _keep(self, first):
         """``(base, cos, sin, steps)`` of the encoder's decoding block for `first`."""
-        base, rows = self.encoder.step_block(first, first_block=not self._stepped)
-        self._stepped = True
+        base, rows = self.encoder.step_block(first, _engine.first_block(self))
         with _backend.eager_scope():
-            tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
-            shape = (rows.shape[0], *([1] * self.trailing), self.dim)
-            cos, sin = (ops.reshape(t, shape) for t in tables)
+            cos, sin = self._tables(rows)
             # One position per step: split once (on torch as read), read
             # without an op.
             split = _backend.SplitRows(cos, sin)
         return base, cos, sin, split
 
+    def _tables(self, rows):
+        """cos and signed sin of `rows`, in the rotation's broadcast shape."""
+        tables = cos_sin(rows, self.dim, self.attention, self.layout, True)
+        shape = (rows.shape[0], *([1] * self.trailing), self.dim)
+        return tuple(ops.reshape(t, shape) for t in tables)
+
 
 # (config, dim, layout, trailing) -> the `StepTables` layers hold: shared by
 # the layers of one configuration while one of them lives, never kept for
-# none (its rows are in `kept`, its encoder in `_exact.engine`'s memo).
+# none (its rows are in `kept`, its encoder held by the layers and, from
+# its second request, by `_exact.engine`'s memo).
 _SHARED_STEPS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
-def _step_tables(config, dim, layout, trailing):
-    """The `StepTables` of one configuration and input layout, shared by layers."""
+def _step_tables(encoder, config, dim, layout, trailing):
+    """The `StepTables` of one configuration and input layout, shared by
+    layers; `encoder`: the configuration's, which the asking layer holds
+    (asked for again, it would count as a second use: `kept.memoized`)."""
     key = (config, dim, layout, trailing)
     tables = _SHARED_STEPS.get(key)
     if tables is None:
-        encoder = _engine.rotary_encoder(config.frequencies(dim))
         tables = StepTables(encoder, dim, config.attention_factor, layout, trailing)
         _SHARED_STEPS[key] = tables
     return tables
@@ -311,7 +318,8 @@ class LayerRotation:
         """The shared `StepTables` of `dim` for inputs with `trailing` axes."""
         tables = self._steps.get((dim, trailing))
         if tables is None:
-            tables = _step_tables(self.config, dim, self.layout, trailing)
+            encoder = self.rows(dim).encoder
+            tables = _step_tables(encoder, self.config, dim, self.layout, trailing)
             tables.slot.add_user(self)
             self._steps[dim, trailing] = tables
         return tables
