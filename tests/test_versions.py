@@ -80,10 +80,19 @@ LAYERS = [
 
 
 def test_files_of_every_released_version_are_kept():
-    # 0.1.0 to 0.5.0 and the pre-release that wrote YaRN's default as null.
+    # 0.1.0 to 0.5.1 and the pre-release that wrote YaRN's default as null.
     versions = {os.path.basename(os.path.dirname(path)) for path in KERAS_FILES}
     assert versions == {
-        *("v0.1.0", "v0.2.0.dev", "v0.2.0", "v0.3.0", "v0.3.1", "v0.4.0", "v0.5.0")
+        *(
+            "v0.1.0",
+            "v0.2.0.dev",
+            "v0.2.0",
+            "v0.3.0",
+            "v0.3.1",
+            "v0.4.0",
+            "v0.5.0",
+            "v0.5.1",
+        )
     }
 
 
