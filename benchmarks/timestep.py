@@ -199,7 +199,7 @@ def _dit_block_class():
     return DiTBlock
 
 
-def run(reps, batch, count, torch_compile=False, dit=False):
+def run(reps, batch, count, torch_compile=False, dit=False, smoke=False):
     section = {
         "run": _common.run_info(BACKEND),
         "shape": [batch, DIM],
@@ -211,7 +211,7 @@ def run(reps, batch, count, torch_compile=False, dit=False):
     if BACKEND == "torch" and torch_compile:
         section["speed_compiled"] = speed_compiled(reps, batch)
     if BACKEND == "torch" and dit:
-        section["dit_block"] = dit_block(reps, reps <= 5)
+        section["dit_block"] = dit_block(reps, smoke)
     print(_common.machine_line(section["run"]))
     print(f"\n### Max |error|, dim {DIM}, {count} sampler timesteps\n")
     rows = [
@@ -278,7 +278,7 @@ def main(argv=None):
 def measure(args):
     """This backend's section at the sizes `args` ask for."""
     reps, batch, count = (5, 8, 16) if args.smoke else (args.reps, BATCH, 4096)
-    return run(reps, batch, count, args.torch_compile, args.dit_block)
+    return run(reps, batch, count, args.torch_compile, args.dit_block, args.smoke)
 
 
 if __name__ == "__main__":
