@@ -13,7 +13,9 @@
 # seconds after the start (default 540), so the call ends within its limit
 # with what finished packed. The JAX timings of that first run (gpu, grid,
 # ALiBi: every goal met) are not repeated; benchmarks/results/h200/ holds
-# them.
+# them. On an H200 (2026-11-28) the whole call took 441 s: the timings
+# 120 s (benchmarks.gpu 48), then the checks side by side until the JAX
+# suite ended (305 s; torch's 191 s).
 #
 #   OUT=/some/folder [DEADLINE=540] bash benchmarks/gpu_session.sh
 set -u
