@@ -74,7 +74,7 @@ def cache_info() -> CacheInfo:
 
     >>> keras_posenc.clear_cache()
     >>> pe = keras_posenc.SinusoidalPositionEncoding()
-    >>> _ = pe(np.zeros((1, 8, 16), "float32"))
+    >>> _ = pe(np.zeros((1, 100, 16), "float32"))
     >>> info = keras_posenc.cache_info()
     >>> info.entries, info.nbytes <= info.budget
     (1, True)

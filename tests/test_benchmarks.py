@@ -42,6 +42,7 @@ with _repository_root_on_path():
     from benchmarks import (
         _floors,
         alibi,
+        compile_bits,
         decode,
         diffusion_step,
         forward,
@@ -744,7 +745,6 @@ def test_timestep_smoke_times_ours_beside_a_dit_block(tmp_path):
 def test_compile_bits_references_hold_the_eager_cases():
     # The script compares compiled with eager (on a GPU); here its float64
     # references are checked: every eager case within the engine's bound.
-    compile_bits = _benchmark("compile_bits")
     checked = 0
     for name, (fn, inputs, want) in compile_bits.cases().items():
         got = to_numpy(fn(*inputs))
