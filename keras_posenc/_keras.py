@@ -46,7 +46,25 @@ def output_shape(dims):
     return tuple(dims)
 
 
-class PositionLayer(Versioned, keras.layers.Layer):
+class NoEmptyTorchParams:
+    """Keras 3 layers that skip the empty torch module Keras makes at build.
+
+    Keras's torch backend gives every layer, when built, a
+    `torch.nn.ParameterDict` of its variables (`_post_build`, Keras's
+    per-backend hook): a torch module of its own, about 2.5 KiB, empty
+    for a layer without variables (keras-hub's stateless layers, built in
+    `__init__`, never make it). Keras makes it anyway the first time it
+    is asked for (`torch_params`, `named_parameters`). Keras's layers are
+    cyclic garbage, kept until a late collection: issue 47's memory per
+    configuration used once.
+    """
+
+    def _post_build(self):
+        if self.variables:
+            super()._post_build()  # type: ignore[misc]
+
+
+class PositionLayer(NoEmptyTorchParams, Versioned, keras.layers.Layer):
     """A layer whose position arguments reach `call` exactly as given.
 
     Keras 3 converts every array argument of a call into a backend tensor
@@ -73,4 +91,4 @@ class PositionLayer(Versioned, keras.layers.Layer):
         return super().__call__(inputs, *args, **kwargs)
 
 
-__all__ = ["LEGACY", "PositionLayer", "keras", "output_shape"]
+__all__ = ["LEGACY", "NoEmptyTorchParams", "PositionLayer", "keras", "output_shape"]

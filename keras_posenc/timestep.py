@@ -39,7 +39,7 @@ from keras_posenc._exact.phase_constants import (
     scaled_turns,
 )
 from keras_posenc._files.versions import Versioned
-from keras_posenc._keras import keras, output_shape
+from keras_posenc._keras import NoEmptyTorchParams, keras, output_shape
 
 
 def _finite_positive(name, value):
@@ -296,7 +296,7 @@ def _is_symbolic(value):
 
 
 @keras.saving.register_keras_serializable(package="keras_posenc")
-class TimestepEmbedding(Versioned, keras.layers.Layer):
+class TimestepEmbedding(NoEmptyTorchParams, Versioned, keras.layers.Layer):
     """Embeds diffusion timesteps with the exact sinusoid.
 
     The timestep embedding of diffusion models (Vaswani et al., 2017,

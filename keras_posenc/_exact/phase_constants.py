@@ -23,10 +23,11 @@ takes about a second, whatever the base.
 
 import dataclasses
 import decimal
-import functools
 import math
 
 import numpy as np
+
+from keras_posenc._exact.pages import empty_in_own_pages
 
 # Rows of the fine table: positions are combined as coarse (multiple of
 # FINE_ROWS) + fine (0 .. FINE_ROWS - 1).
@@ -180,6 +181,11 @@ def turns_of(angular_frequencies):
         return tuple(decimal.Decimal(w) / two_pi for w in values)
 
 
+# Signs of the three chunks' rests in `PhaseConstants.chunk_rests`: the
+# engine subtracts those of chunks 1 and 2 (see `_exact.engine`).
+_REST_SIGNS = np.array([1.0, -1.0, -1.0], np.float32).reshape(3, 1, 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseConstants:
     """What the engine needs for a set of output columns.
@@ -187,12 +193,18 @@ class PhaseConstants:
     The turn arrays hold one column per frequency ``w_k`` (the engine
     reduces each phase once, however many columns share it); the fine
     tables one per output column. Column ``c`` holds ``sin(p * w_k)`` or
-    ``cos(p * w_k)`` as `columns` lays them out.
+    ``cos(p * w_k)`` as `columns` lays them out. The arrays share pages of
+    their own (`_exact.pages`).
     """
 
-    turn_hi: np.ndarray  # int32 [3, n]: frac(2**(12k) f) in units of 2**-12
-    turn_mid: np.ndarray  # int32 [3, n]: the next bits, units of 2**-24, signed
-    turn_lo: np.ndarray  # float32 [3, n]: the rest, in turns
+    # int32 [3, 2, n]: per 12-bit chunk k, frac(2**(12k) f) in units of
+    # 2**-12 (`turn_hi`) and the next bits in units of 2**-24, signed
+    # (`turn_mid`), side by side for the engine's one product with a
+    # position's three chunks.
+    chunk_turns: np.ndarray
+    # float32 [3, 1, n]: the rest in turns (`turn_lo`), negated (exactly)
+    # for chunks 1 and 2.
+    chunk_rests: np.ndarray
     fine_u: np.ndarray  # float32 [FINE_ROWS, C]: the column's value at l
     fine_v: np.ndarray  # float32 [FINE_ROWS, C]: its derivative in the angle
     layout: str  # "interleaved", "concatenated" or "cos_sin": see `columns`
@@ -201,18 +213,20 @@ class PhaseConstants:
     def width(self):
         return self.fine_u.shape[1]
 
-    @functools.cached_property
-    def chunk_turns(self):
-        """int32 ``[3, 2, n]``: `turn_hi` and `turn_mid` side by side, for the
-        engine's one product with a position's three 12-bit chunks."""
-        return np.ascontiguousarray(np.stack([self.turn_hi, self.turn_mid], axis=1))
+    @property
+    def turn_hi(self):
+        """int32 ``[3, n]``: ``frac(2**(12k) f)`` in units of 2**-12."""
+        return self.chunk_turns[:, 0]
 
-    @functools.cached_property
-    def chunk_rests(self):
-        """float32 ``[3, 1, n]``: `turn_lo`, negated (exactly) for chunks 1
-        and 2, which the engine subtracts (see `_exact.engine._sincos`)."""
-        signs = np.array([1.0, -1.0, -1.0], np.float32).reshape(3, 1, 1)
-        return np.ascontiguousarray(self.turn_lo[:, None, :] * signs)
+    @property
+    def turn_mid(self):
+        """int32 ``[3, n]``: the next bits, in units of 2**-24, signed."""
+        return self.chunk_turns[:, 1]
+
+    @property
+    def turn_lo(self):
+        """float32 ``[3, n]``: the rest, in turns (``|lo| <= 2**-25``)."""
+        return (self.chunk_rests * _REST_SIGNS)[:, 0]
 
 
 def _split(turns):
@@ -283,26 +297,35 @@ def phase_constants(turns, width, layout):
     """
     hi, mid, lo, frac = _split(turns)
     frequency, is_sin = columns(width, layout)
+    # Row-major (torch keeps numpy strides, and column-major tables would make
+    # the engine's reshape copy the whole [L, C] result on every call), in
+    # pages of their own: the layers that hold them go at a late collection.
+    n = len(frac)
+    chunk_turns, chunk_rests, fine_u, fine_v = empty_in_own_pages(
+        ((3, 2, n), np.int32),
+        ((3, 1, n), np.float32),
+        ((FINE_ROWS, width), np.float32),
+        ((FINE_ROWS, width), np.float32),
+    )
+    chunk_turns[:, 0], chunk_turns[:, 1] = hi, mid
+    np.multiply(lo[:, None, :], _REST_SIGNS, out=chunk_rests)
     # frac(l * f) from frac(f) in float64 is exact to ~1e-15 turns for l < 64,
     # whatever the size of f: the fine table never sees a huge angle.
     # One sin and one cos per frequency (not per column: sine and cosine
-    # columns share them).
-    phase = np.mod(np.arange(FINE_ROWS)[:, None] * frac[None, :], 1.0)
-    sin, cos = np.sin(2.0 * np.pi * phase), np.cos(2.0 * np.pi * phase)
-    sin, cos = sin[:, frequency], cos[:, frequency]
-    fine_u = np.where(is_sin, sin, cos)
-    fine_v = np.where(is_sin, cos, -sin)
-    # Row-major: torch keeps numpy strides, and column-major tables would make
-    # the engine's reshape copy the whole [L, C] result on every call.
-    contiguous = np.ascontiguousarray
-    return PhaseConstants(
-        turn_hi=contiguous(hi),
-        turn_mid=contiguous(mid),
-        turn_lo=contiguous(lo),
-        fine_u=contiguous(fine_u, np.float32),
-        fine_v=contiguous(fine_v, np.float32),
-        layout=layout,
-    )
+    # columns share them), each rounded once to float32 in its columns: the
+    # temporaries are [FINE_ROWS, n] (issue 47: a build's heap).
+    angle = np.arange(FINE_ROWS, dtype=np.float64)[:, None] * frac[None, :]
+    np.mod(angle, 1.0, out=angle)
+    angle *= 2.0 * np.pi
+    sin = np.sin(angle)
+    cos = np.cos(angle, out=angle)
+    is_cos = ~is_sin
+    fine_u[:, is_sin] = sin[:, frequency[is_sin]]
+    fine_u[:, is_cos] = cos[:, frequency[is_cos]]
+    fine_v[:, is_sin] = cos[:, frequency[is_sin]]
+    fine_v[:, is_cos] = sin[:, frequency[is_cos]]
+    fine_v[:, is_cos] *= -1.0  # -sin: exact in float32 as in float64
+    return PhaseConstants(chunk_turns, chunk_rests, fine_u, fine_v, layout)
 
 
 def tensor2tensor_turns(depth, max_timescale):

@@ -7,6 +7,7 @@ import keras_posenc
 from keras_posenc._checks import arguments as _arguments
 from keras_posenc._checks import positions as _positions
 from keras_posenc._files import versions as _versions
+from keras_posenc._keras import NoEmptyTorchParams
 
 PACKAGE = "keras_posenc"
 # keras-hub's defaults for the arguments of its base `RotaryEmbedding`.
@@ -90,7 +91,7 @@ class ExactLayers:
         return self._layers[key]
 
 
-class HubLayer(_versions.Versioned, keras.layers.Layer):
+class HubLayer(NoEmptyTorchParams, _versions.Versioned, keras.layers.Layer):
     """A drop-in: keras-hub's config and call, exact `keras_posenc` layers inside.
 
     Subclasses check their constructor arguments into a dict of options
