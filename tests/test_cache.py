@@ -559,6 +559,81 @@ def test_a_configuration_used_once_keeps_nothing_after_its_layer_is_gone():
     assert (info.engines, info.entries, info.nbytes) == (0, 0, 0)
 
 
+class _Held:
+    """A value a memo hands out (held weakly while a caller holds it)."""
+
+
+def test_first_requests_are_recorded_in_a_fixed_space_oldest_forgotten():
+    # The record of first requests was a dict entry and a Python int per
+    # configuration (0.2 KiB each, 250 configurations used once grew the
+    # process by 50 KiB, issue 47): now a fixed array, written in turn.
+    import tracemalloc
+
+    from keras_posenc._exact import kept
+
+    @kept.memoized(lambda value: 64, repeat_only=True)
+    def make(i):
+        return _Held()
+
+    make(-1)  # the record of this memo's first request, made
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(3 * kept.FIRST_REQUESTS):
+            make(i)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert grown < 16 * 1024, grown
+    assert keras_posenc.cache_info().engines == 0  # each asked once
+    # A second request within the last FIRST_REQUESTS is kept; one after
+    # more first requests than that counts as a first request again.
+    make(0)
+    assert keras_posenc.cache_info().engines == 0
+    make(3 * kept.FIRST_REQUESTS - 1)
+    assert keras_posenc.cache_info().engines == 1
+
+
+@only_torch
+def test_a_built_layer_makes_no_empty_torch_module():
+    # Keras's torch layers make a ParameterDict of their variables when
+    # built (2.5 KiB, a torch module): ours have none, and it is made when
+    # asked for, as Keras's own property does (issue 47, memory per layer).
+    from keras_posenc import compat
+
+    layers = [
+        _rope_used_once(901.0),
+        keras_posenc.SinusoidalPositionEncoding(),
+        keras_posenc.TimestepEmbedding(8),
+        compat.RotaryEmbedding(),
+    ]
+    layers[1](np.ones((1, 4, 8), "float32"))
+    layers[2](np.arange(3.0, dtype="float32"))
+    layers[3](np.ones((1, 4, 2, 8), "float32"))
+    for layer in layers:
+        assert layer.built and "_torch_params" not in layer._modules, layer
+        assert list(layer.named_parameters()) == []
+        assert len(layer.torch_params) == 0
+
+
+@only_torch
+def test_a_layer_with_variables_still_tracks_them_for_torch():
+    from keras_posenc._keras import PositionLayer
+
+    class Scaled(PositionLayer):
+        def build(self, input_shape):
+            self.scale = self.add_weight(shape=(), initializer="ones")
+
+        def call(self, inputs):
+            return inputs * self.scale
+
+    layer = Scaled()
+    layer(np.ones((2, 3), "float32"))
+    assert "_torch_params" in layer._modules
+    assert [p.shape for p in layer.parameters()] == [()]
+
+
 def test_a_configuration_used_twice_keeps_its_engine_for_the_next_layer():
     # The second request (a second layer, or a function call) keeps the
     # engine and the frequencies in the one budget, as before.
