@@ -18,7 +18,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.5.2"
+__version__ = "0.5.3"
 
 # Public name -> the module that defines it.
 _PUBLIC = {

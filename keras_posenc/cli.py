@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     >>> from keras_posenc import cli
     >>> cli.main(["--version"])
-    keras-posenc 0.5.2
+    keras-posenc 0.5.3
     0
     """
     whole_process = argv is None

@@ -80,7 +80,7 @@ LAYERS = [
 
 
 def test_files_of_every_released_version_are_kept():
-    # 0.1.0 to 0.5.1 and the pre-release that wrote YaRN's default as null.
+    # 0.1.0 to 0.5.2 and the pre-release that wrote YaRN's default as null.
     versions = {os.path.basename(os.path.dirname(path)) for path in KERAS_FILES}
     assert versions == {
         *(
@@ -92,6 +92,7 @@ def test_files_of_every_released_version_are_kept():
             "v0.4.0",
             "v0.5.0",
             "v0.5.1",
+            "v0.5.2",
         )
     }
 
