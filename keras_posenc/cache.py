@@ -33,8 +33,8 @@ which is:
   never changes a result.
 
 Nothing else is kept between calls but what is small by construction: a
-hash of each of the last 1,024 first requests of a configuration (`int`s:
-which configurations to keep at their next request); the
+hash of each of the last 1,024 first requests of a configuration (one
+fixed 8 KiB array: which configurations to keep at their next request); the
 RoPE step tables that living layers share (held weakly: at most one per
 configuration and input layout of a living layer); what a layer holds
 (its engine, its input layouts per shape, at most 256) goes with it; the
