@@ -59,6 +59,8 @@ class NoEmptyTorchParams:
     configuration used once.
     """
 
+    variables: list  # a Keras layer's
+
     def _post_build(self):
         if self.variables:
             super()._post_build()  # type: ignore[misc]

@@ -42,15 +42,15 @@ def empty_in_own_pages(*specs):
 
     The caller fills them in place: nothing is built twice.
     """
-    specs = [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs]
-    sizes = [int(np.prod(shape)) * dtype.itemsize for shape, dtype in specs]
+    arrays = [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs]
+    sizes = [int(np.prod(shape)) * dtype.itemsize for shape, dtype in arrays]
     starts = np.cumsum([0] + [-(-size // _ALIGNMENT) * _ALIGNMENT for size in sizes])
     if starts[-1] < OWN_PAGES_BYTES:
-        return tuple(np.empty(shape, dtype) for shape, dtype in specs)
+        return tuple(np.empty(shape, dtype) for shape, dtype in arrays)
     # One array over the mapping, and views of it: one buffer export (two
     # objects on the heap) per mapping, not one per array.
     pages = np.frombuffer(mmap.mmap(-1, int(starts[-1])), np.uint8)
     return tuple(
         pages[start : start + size].view(dtype).reshape(shape)
-        for (shape, dtype), start, size in zip(specs, starts[:-1], sizes, strict=True)
+        for (shape, dtype), start, size in zip(arrays, starts[:-1], sizes, strict=True)
     )
