@@ -115,9 +115,13 @@ def axis_tables(count, temperature, scale, half_offset, lengths):
         factors = [decimal.Decimal(1)]
     else:
         factors = [line_factor(n, scale, half_offset) for n in lengths]
+    # The first length's constants are kept whole (`AxisTables.base`); the
+    # others' chunk arrays are copied into the stacks below.
     consts = [
-        phase_constants(axis_turns(count, temperature, f), 2 * count, "concatenated")
-        for f in factors
+        phase_constants(
+            axis_turns(count, temperature, f), 2 * count, "concatenated", kept=i == 0
+        )
+        for i, f in enumerate(factors)
     ]
     return AxisTables(
         np.ascontiguousarray(np.stack([c.chunk_turns for c in consts])),

@@ -210,8 +210,7 @@ def held_bytes(*host):
     in its memory)."""
     arrays = []
     for h in host:
-        arrays += [h.turn_hi, h.turn_mid, h.turn_lo, h.fine_u, h.fine_v]
-        arrays += [h.chunk_turns, h.chunk_rests]
+        arrays += [h.chunk_turns, h.chunk_rests, h.fine_u, h.fine_v]
     copies = HELD_COPIES
     if _backend.NAME == "torch" and not str(_backend.device_key()).startswith("cpu"):
         copies += 1

@@ -164,7 +164,7 @@ class FractionalEncoder:
             ctx.prec = 80
             below = tuple(t / 2**_FRACTION_BITS for t in turns)
         whole = phase_constants(turns, 2 * count, "concatenated")
-        below = phase_constants(below, 2 * count, "concatenated")
+        below = phase_constants(below, 2 * count, "concatenated", kept=False)
         # The five chunks' turns and float rests, in the order `_fractional_pairs`
         # splits them: c's two, then a's three.
         chunk_turns = np.concatenate([below.chunk_turns[:2], whole.chunk_turns])

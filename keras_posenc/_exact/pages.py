@@ -33,6 +33,13 @@ import numpy as np
 # count of mappings).
 OWN_PAGES_BYTES = 16 * 1024
 _ALIGNMENT = 64  # each array's start: a cache line, as malloc's large chunks
+# Private (copy-on-write after a fork: a DataLoader worker's pages are its
+# own), where the platform has the flag; Windows' anonymous maps take none.
+_PRIVATE = (
+    {"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS}
+    if hasattr(mmap, "MAP_PRIVATE")
+    else {}
+)
 
 
 def empty_in_own_pages(*specs):
@@ -49,7 +56,7 @@ def empty_in_own_pages(*specs):
         return tuple(np.empty(shape, dtype) for shape, dtype in arrays)
     # One array over the mapping, and views of it: one buffer export (two
     # objects on the heap) per mapping, not one per array.
-    pages = np.frombuffer(mmap.mmap(-1, int(starts[-1])), np.uint8)
+    pages = np.frombuffer(mmap.mmap(-1, int(starts[-1]), **_PRIVATE), np.uint8)
     return tuple(
         pages[start : start + size].view(dtype).reshape(shape)
         for (shape, dtype), start, size in zip(arrays, starts[:-1], sizes, strict=True)

@@ -282,7 +282,7 @@ def columns(width, layout):
     return frequency, first if layout == "concatenated" else ~first
 
 
-def phase_constants(turns, width, layout):
+def phase_constants(turns, width, layout, kept=True):
     """Builds the constants of `width` columns of `turns` laid out as `layout`.
 
     Args:
@@ -291,6 +291,9 @@ def phase_constants(turns, width, layout):
         width: int. Output columns.
         layout: `"interleaved"`, `"concatenated"` or `"cos_sin"` (see
             `columns`).
+        kept: bool. Whether an engine keeps them (in pages of their own,
+            `_exact.pages`); `False` for a build read once and dropped
+            (on the heap: a mapping costs more to make).
 
     Returns:
         A `PhaseConstants`.
@@ -301,12 +304,16 @@ def phase_constants(turns, width, layout):
     # the engine's reshape copy the whole [L, C] result on every call), in
     # pages of their own: the layers that hold them go at a late collection.
     n = len(frac)
-    chunk_turns, chunk_rests, fine_u, fine_v = empty_in_own_pages(
+    specs = (
         ((3, 2, n), np.int32),
         ((3, 1, n), np.float32),
         ((FINE_ROWS, width), np.float32),
         ((FINE_ROWS, width), np.float32),
     )
+    if kept:
+        chunk_turns, chunk_rests, fine_u, fine_v = empty_in_own_pages(*specs)
+    else:
+        chunk_turns, chunk_rests, fine_u, fine_v = (np.empty(*s) for s in specs)
     chunk_turns[:, 0], chunk_turns[:, 1] = hi, mid
     np.multiply(lo[:, None, :], _REST_SIGNS, out=chunk_rests)
     # frac(l * f) from frac(f) in float64 is exact to ~1e-15 turns for l < 64,
