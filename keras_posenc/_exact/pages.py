@@ -11,8 +11,8 @@ among the allocations made after them, and the heap freed in between stays
 resident: 250 RoPE configurations used once grew the process by 1.1 MiB,
 4x keras-hub's layers (issue 47; 0.1 MiB once trimmed). In an anonymous
 mapping of their own they go back to the system the moment they are freed,
-and the heap freed around them is reused (0.50 MiB with 0.5.3's other
-cuts, keras-hub 0.26).
+and the heap freed around them is reused (0.51 MiB with 0.5.3's other
+cuts, keras-hub 0.27).
 
 Example:
 
